@@ -1,0 +1,131 @@
+"""The `matrix` command line: thin commands that parse options and call one function each.
+
+User errors (MatrixError) become one red line and exit code 2; anything else is a bug and
+keeps its traceback. Heavy modules are imported inside the commands that need them, so
+`matrix --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.errors import MatrixError
+
+app = typer.Typer(
+    help="Run deep-learning training benchmarks over a matrix of hardware and software stacks.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+
+MatrixFile = Annotated[Path, typer.Argument(help="The matrix file (YAML).", show_default=False)]
+Output = Annotated[Path | None, typer.Option("--output", "-o",
+                                             help="Run directory (default reports/<name>).")]
+Only = Annotated[list[str] | None, typer.Option(
+    "--only", help="Run a subset: KEY=V1,V2 where KEY is hardware, stack, workload or a "
+                   "parameter; repeat to combine.")]
+Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already finished ok.")]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _selectors(only: list[str] | None):
+    from orchestrator.plan import Selector
+
+    return tuple(Selector.parse(text) for text in only or [])
+
+
+@app.command()
+def run(
+    matrix_file: MatrixFile,
+    output: Output = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", envvar="RAY_ADDRESS",
+        help="Use this Ray cluster (default: start an embedded local Ray).")] = None,
+    no_ray: Annotated[bool, typer.Option("--no-ray", help="Run the cells serially in this "
+                                                           "environment, without Ray.")] = False,
+    only: Only = None,
+    rerun: Rerun = False,
+) -> None:
+    """Run every cell of the matrix that has not finished ok yet, then write the report."""
+    from orchestrator.sweep import SweepOptions, run_sweep
+
+    options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
+                           only=_selectors(only), rerun=rerun)
+    summary = run_sweep(matrix_file, options, _console())
+    if summary.interrupted:
+        raise typer.Exit(130)
+
+
+@app.command()
+def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
+         rerun: Rerun = False) -> None:
+    """Show the cells that would run, those skipped and why, and an estimate of the time."""
+    from orchestrator.plan_view import show_plan
+
+    show_plan(matrix_file, output, _selectors(only), rerun, _console())
+
+
+@app.command()
+def validate(matrix_file: MatrixFile) -> None:
+    """Check a matrix file; errors name the file, line and field."""
+    from orchestrator.matrix import expand
+    from orchestrator.spec import load_spec
+
+    spec = load_spec(matrix_file)
+    cells = expand(spec)
+    configs = len({c.config_id for c in cells})
+    typer.echo(f"{matrix_file}: ok ({configs} configurations, {len(cells)} cells)")
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the matrix file (for editors)."""
+    import json
+
+    from orchestrator.spec import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
+
+
+@app.command(name="ls")
+def list_runs(reports: Annotated[Path, typer.Option(help="Where runs live.")] = Path("reports"),
+              ) -> None:
+    """List the runs under reports/ with their cells per status."""
+    from orchestrator.results import list_runs as find_runs
+
+    runs = find_runs(reports)
+    if not runs:
+        typer.echo(f"no runs under {reports}")
+    for run_dir, counts in runs:
+        summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no cells"
+        typer.echo(f"{run_dir}: {summary}")
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Rewrite a run's parquet and report.md from its journal."""
+    from orchestrator.report import write_report
+    from orchestrator.results import open_existing
+
+    store = open_existing(run_dir)
+    write_report(store, store.write_parquet())
+    typer.echo(f"results: {store.parquet}\nreport:  {store.report}")
+
+
+def main() -> None:
+    try:
+        app()
+    except MatrixError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

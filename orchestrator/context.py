@@ -1,0 +1,106 @@
+"""What a workload sees inside the worker: its cell, its device, and the means to report.
+
+A workload module defines `run(ctx: Context) -> None`. It reads `ctx.params`, trains on
+`ctx.device`, and for each epoch opens `ctx.start_epoch()`, times its steps with the
+returned meter and hands it to `ctx.end_epoch()`, which appends the measurement record.
+Stdlib only, so the worker costs nothing beyond the workload's own imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+
+
+class Unsupported(Exception):
+    """The workload cannot run this configuration (status `unsupported`, not `failed`)."""
+
+
+class RecordWriter:
+    """Appends the worker's records to OUT_FILE, one JSON object per line, flushed each time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+@dataclass
+class Context:
+    """The running cell as a workload sees it."""
+
+    cell: dict[str, Any]  # the cell file's content (orchestrator.matrix.Cell as JSON)
+    writer: RecordWriter
+    framework: str | None = None  # set by the workload through use_framework()
+    framework_version: str | None = None
+    data_files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+    _sync: Sync = no_sync
+    _probes: list[MemoryProbe] = field(default_factory=lambda: [HostRssProbe()])
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.cell["params"]
+
+    @property
+    def epochs(self) -> int:
+        return int(self.cell["epochs"])
+
+    @property
+    def gpus(self) -> int:
+        return int(self.cell["hardware"]["gpus"])
+
+    @property
+    def device(self) -> str:
+        """"cuda" when the cell's hardware has GPUs, else "cpu"."""
+        return "cuda" if self.gpus > 0 else "cpu"
+
+    @property
+    def out_path(self) -> Path:
+        return self.writer.path
+
+    def use_framework(self, name: str, version: str, sync: Sync = no_sync,
+                      probes: list[MemoryProbe] = ()) -> None:
+        """Declare the framework, how to synchronise its device, and its memory probes."""
+        self.framework, self.framework_version, self._sync = name, version, sync
+        self._probes = [HostRssProbe(), *probes]
+
+    def epoch_range(self) -> Iterator[int]:
+        """1-based epoch numbers."""
+        return iter(range(1, self.epochs + 1))
+
+    def start_epoch(self, warmup_steps: int) -> EpochMeter:
+        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, probes=self._probes)
+
+    def end_epoch(self, epoch: int, meter: EpochMeter, **metrics: float) -> dict[str, Any]:
+        """Append the epoch's measurement record, with workload metrics named with units."""
+        record: dict[str, Any] = {
+            "record": "measurement",
+            "epoch": epoch,
+            "item_unit": self.cell["item_unit"],
+            **meter.summary(),
+            **metrics,
+        }
+        flops = self.flops_per_item()
+        if flops is not None:
+            record["flops_per_item"] = flops
+        self.writer.write(record)
+        return record
+
+    def flops_per_item(self) -> float | None:
+        """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
+        try:
+            module = importlib.import_module(f"workloads.{self.cell['workload']}.flops")
+        except ModuleNotFoundError:
+            return None
+        return float(module.flops_per_item(self.params))

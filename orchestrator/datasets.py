@@ -1,0 +1,160 @@
+"""The dataset cache: files fetched on first use, each checked against a pinned sha256.
+
+The cache is `$MATRIX_BENCH_DATA` (default `~/.cache/matrix-bench/data`), laid out as
+`<dataset_dir>/<file>`, the same layout as the shared offline copies, so an offline user
+points MATRIX_BENCH_DATA at such a copy. Downloads come from each file's canonical URL,
+or from `$MATRIX_BENCH_DATA_URL/<dataset_dir>/<file>` when a mirror is set. A download
+goes to a temporary file beside its target and is renamed into place only once its hash
+matches, so the cache never holds a partial or wrong file that a later run would trust.
+A cached file is hashed again on every fetch (about 30 ms for WikiText-2's 13 MB): a
+stamp would need a writable cache, and a shared read-only copy must work too.
+Stdlib only: it runs inside the lean worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.errors import MatrixError
+
+DOWNLOAD_TIMEOUT_S = 60.0
+_CHUNK = 1 << 20
+_PYTORCH_EXAMPLES = ("https://raw.githubusercontent.com/pytorch/examples/"
+                     "77f55b912142e11fcfdf5b530231fb9c52f181e8/word_language_model/data")
+
+
+class DatasetError(MatrixError):
+    """A data file that cannot be fetched, or whose bytes are not the pinned ones."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file of a dataset, as the cache knows it."""
+
+    dataset_dir: str  # folder under the cache, e.g. "wikitext-2"
+    name: str  # file name inside that folder, e.g. "train.txt"
+    url: str  # canonical download location
+    sha256: str | None  # pinned from a public source; None: recorded and warned about
+
+    @property
+    def key(self) -> str:
+        """`<dataset_dir>/<name>`: the file's name in records and mirrors."""
+        return f"{self.dataset_dir}/{self.name}"
+
+
+FILES: dict[str, tuple[DataFile, ...]] = {
+    # pytorch/examples' word-level WikiText-2 (the wiki.*.tokens files of wikitext-2-v1.zip).
+    "wikitext2": (
+        DataFile("wikitext-2", "train.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/train.txt",
+                 "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
+        DataFile("wikitext-2", "valid.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/valid.txt",
+                 "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
+        DataFile("wikitext-2", "test.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/test.txt",
+                 "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
+    ),
+}
+
+
+def data_dir() -> Path:
+    """The cache folder: `$MATRIX_BENCH_DATA`, or `~/.cache/matrix-bench/data`."""
+    configured = os.environ.get("MATRIX_BENCH_DATA")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "matrix-bench" / "data"
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fetch(dataset: str) -> dict[str, Path]:
+    """Make sure every file of `dataset` is in the cache and intact; file key -> path.
+
+    Keys are `<dataset_dir>/<name>` (e.g. "wikitext-2/train.txt"). Raises DatasetError for
+    an unknown dataset, a failed download, or bytes that do not match the pinned hash.
+    """
+    if dataset not in FILES:
+        known = ", ".join(sorted(FILES))
+        raise DatasetError(f"unknown dataset {dataset!r} (known: {known})")
+    root = data_dir()
+    paths: dict[str, Path] = {}
+    for spec in FILES[dataset]:
+        path = root / spec.dataset_dir / spec.name
+        if path.is_file():
+            _check(spec, path, sha256_of(path))
+        else:
+            _download(spec, path)
+        paths[spec.key] = path
+    return paths
+
+
+def _source_url(spec: DataFile) -> str:
+    mirror = os.environ.get("MATRIX_BENCH_DATA_URL")
+    if mirror:
+        return f"{mirror.rstrip('/')}/{spec.dataset_dir}/{spec.name}"
+    return spec.url
+
+
+def _check(spec: DataFile, path: Path, actual: str, url: str | None = None) -> None:
+    """Raise unless `actual` is the pinned hash; warn where nothing is pinned.
+
+    `url` is set for a fresh download (nothing was kept), None for a file in the cache.
+    """
+    if spec.sha256 is None:
+        print(f"warning: {path} has no pinned sha256; its sha256 {actual} is recorded",
+              file=sys.stderr)
+        return
+    if actual == spec.sha256:
+        return
+    if url is None:
+        raise DatasetError(
+            f"{path}: sha256 mismatch for {spec.key}: expected {spec.sha256}, got {actual}. "
+            f"Delete the file to download it again, or fix MATRIX_BENCH_DATA "
+            f"(now {data_dir()}) to point at a good copy laid out as <dataset>/<file>.")
+    raise DatasetError(
+        f"{url}: downloaded {spec.key} has sha256 {actual}, expected {spec.sha256}; "
+        f"nothing was written to {path}. Check MATRIX_BENCH_DATA_URL, or set "
+        f"MATRIX_BENCH_DATA to a good copy laid out as <dataset>/<file>.")
+
+
+def _download(spec: DataFile, path: Path) -> None:
+    """Download to a temporary file beside `path`, verify, then rename it into place."""
+    url = _source_url(spec)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, part_name = tempfile.mkstemp(dir=path.parent, prefix=f".{spec.name}.", suffix=".part")
+    except OSError as exc:
+        raise DatasetError(f"cannot write the data cache {path.parent}: {exc}. "
+                           "Set MATRIX_BENCH_DATA to a writable folder.") from exc
+    part = Path(part_name)
+    try:
+        digest = hashlib.sha256()
+        try:
+            with (open(fd, "wb") as handle,
+                  urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response):
+                while chunk := response.read(_CHUNK):
+                    digest.update(chunk)
+                    handle.write(chunk)
+        except (urllib.error.URLError, http.client.HTTPException, OSError,
+                ValueError) as exc:
+            raise DatasetError(
+                f"cannot download {url}: {exc}. Offline, set MATRIX_BENCH_DATA to a local "
+                f"copy laid out as <dataset>/<file> (here {spec.key}).") from exc
+        _check(spec, path, digest.hexdigest(), url)
+        part.chmod(0o644)  # mkstemp makes it private; a cache is shared (e.g. with containers)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)

@@ -1,0 +1,144 @@
+"""Dispatchers: where and in which order cells run. Both yield each cell's records as it ends.
+
+`RayDispatcher` sends each cell to a node that offers the Ray resource `hw:<hardware name>`
+(one unit per node, so a node runs one cell at a time and cells never disturb each other's
+timing) and the cell's GPUs. Without an address it starts an embedded single-node Ray that
+offers every local hardware entry and runs one cell at a time. `SerialDispatcher` runs the
+same cells in this process's environment without Ray (`--no-ray`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import DispatchError
+from orchestrator.executors.outcome import ToolInfo
+from orchestrator.executors.process import run_cell
+from orchestrator.matrix import Cell
+from orchestrator.records import CellRecord, ProvenanceRecord, Record, Status, parse_record
+from orchestrator.spec import Hardware
+
+HW_PREFIX = "hw:"
+EMBEDDED_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+LOST_NODE_RETRIES = 1  # Ray reruns a task whose node died on another node with the resource
+
+
+def hw_resource(hardware_name: str) -> str:
+    return f"{HW_PREFIX}{hardware_name}"
+
+
+class SerialDispatcher:
+    """Runs cells one after another in this environment; needs no Ray."""
+
+    def __init__(self, run_root: Path, tool: ToolInfo) -> None:
+        self.run_root, self.tool = run_root, tool
+        self.node_id = f"local:{socket.gethostname()}"
+
+    def offered(self) -> set[str] | None:
+        return None  # only local hardware, judged by the plan against this machine
+
+    def run(self, cells: list[Cell]) -> Iterator[tuple[Cell, list[Record]]]:
+        for cell in cells:
+            yield cell, run_cell(cell, self.run_root, self.tool, node_id=self.node_id)
+
+    def close(self) -> None:
+        pass
+
+
+class RayDispatcher:
+    """Runs cells as Ray tasks pinned to nodes by their `hw:` resource."""
+
+    def __init__(self, run_root: Path, tool: ToolInfo, hardware: list[Hardware],
+                 address: str | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise DispatchError("Ray is not installed here: install it (pip install ray) "
+                                "or run the cells serially with --no-ray") from None
+        self.ray = ray
+        self.run_root, self.tool = run_root, tool
+        address = address or os.environ.get("RAY_ADDRESS")
+        self.embedded = not address
+        try:
+            if self.embedded:
+                local = {hw_resource(h.name): 1.0 for h in hardware if h.kind == "local"}
+                ray.init(resources=local, include_dashboard=False, log_to_driver=False,
+                         object_store_memory=EMBEDDED_OBJECT_STORE_BYTES,
+                         configure_logging=False, namespace="matrix-bench")
+            else:
+                ray.init(address=address, log_to_driver=False, configure_logging=False,
+                         namespace="matrix-bench")
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise DispatchError(f"cannot connect to the Ray cluster at {address}: "
+                                f"{str(exc).splitlines()[0]}") from None
+        self._task = ray.remote(_run_cell_on_node)
+
+    def offered(self) -> set[str] | None:
+        if self.embedded:
+            return None
+        return {key.removeprefix(HW_PREFIX) for key in self.ray.cluster_resources()
+                if key.startswith(HW_PREFIX)}
+
+    def run(self, cells: list[Cell]) -> Iterator[tuple[Cell, list[Record]]]:
+        ray = self.ray
+        # Embedded: one machine, so one cell at a time whatever the hardware entries.
+        window = 1 if self.embedded else len(cells)
+        queue = list(cells)
+        in_flight: dict[Any, Cell] = {}
+        try:
+            while queue or in_flight:
+                while queue and len(in_flight) < window:
+                    cell = queue.pop(0)
+                    ref = self._task.options(
+                        resources={hw_resource(cell.hardware.name): 1.0},
+                        num_gpus=cell.hardware.gpus, num_cpus=0,
+                        max_retries=LOST_NODE_RETRIES, name=f"cell-{cell.cell_id}",
+                    ).remote(cell.model_dump_json(), str(self.run_root), self.tool)
+                    in_flight[ref] = cell
+                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                cell = in_flight.pop(ready[0])
+                yield cell, self._collect(ready[0], cell)
+        finally:
+            for ref in in_flight:  # interrupted: the task's executor kills its worker group
+                ray.cancel(ref, force=False)
+
+    def _collect(self, ref: Any, cell: Cell) -> list[Record]:
+        try:
+            return [parse_record(raw) for raw in self.ray.get(ref)]
+        except self.ray.exceptions.RayTaskError:
+            raise  # our own executor failed: a bug, shown with its traceback
+        except self.ray.exceptions.RayError as exc:  # node or worker died, retries spent
+            return lost_node_records(cell, str(exc).splitlines()[0])
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def lost_node_records(cell: Cell, reason: str) -> list[Record]:
+    """The records of a cell whose node went away before it reported."""
+    identity = {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
+                "repeat": cell.repeat}
+    return [
+        ProvenanceRecord(**identity),
+        CellRecord(**identity, status=Status.NODE_LOST,
+                   started_at=datetime.now(UTC).isoformat(timespec="seconds"), wall_s=0.0,
+                   attempts=1 + LOST_NODE_RETRIES, hardware=cell.hardware.name,
+                   stack=cell.stack.name, workload=cell.workload,
+                   error=f"node lost: {reason}",
+                   **{f"param.{k}": v for k, v in cell.params.items()}),
+    ]
+
+
+def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo) -> list[dict[str, Any]]:
+    """The Ray task: run one cell on this node with the process executor."""
+    import ray
+
+    cell = Cell.model_validate_json(cell_json)
+    node_id = ray.get_runtime_context().get_node_id()
+    records = run_cell(cell, Path(run_root), tool, node_id=node_id)
+    return [r.model_dump(mode="json", exclude_none=True) for r in records]

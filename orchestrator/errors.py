@@ -1,0 +1,47 @@
+"""Narrow exception types for user errors; the CLI turns each into one red line and exit code 2.
+
+Anything that is not a MatrixError is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class MatrixError(Exception):
+    """Bad input or a bad environment: the user can fix it, no traceback needed."""
+
+
+@dataclass
+class SpecError(MatrixError):
+    """A matrix file that cannot be used, located as precisely as the file allows."""
+
+    path: Path | str  # the matrix file
+    line: int | None  # 1-based line of the offending node, when known
+    field: str  # dotted path of the field, e.g. "workloads[0].params.batch_size"
+    problem: str  # what is wrong and what was expected
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.problem}"
+
+
+class UnknownWorkloadError(MatrixError):
+    """A workload name with no folder under workloads/."""
+
+
+class RunLockedError(MatrixError):
+    """Another live sweep owns the run directory."""
+
+
+class RunNotFoundError(MatrixError):
+    """A run directory that does not exist or holds no journal."""
+
+
+class DispatchError(MatrixError):
+    """The dispatcher cannot start: Ray missing, unreachable cluster address, and the like."""

@@ -1,0 +1,198 @@
+"""From a finished worker (exit status, OUT_FILE, log) to journal records and a status.
+
+Shared by every executor, so `failed`, `crashed`, `oom`, `timeout` and `invalid_output` mean
+the same wherever a cell ran. `oom` needs evidence: the worker's MemoryError or CUDA
+out-of-memory record, such an error in the log, or the engine's OOMKilled.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.hardware import datasheet_peak
+from orchestrator.matrix import Cell
+from orchestrator.records import (
+    CellRecord,
+    Flag,
+    MeasurementRecord,
+    ProvenanceRecord,
+    Record,
+    Status,
+)
+from orchestrator.registry import load_workload
+
+LOG_TAIL_LINES = 40
+LOG_TAIL_CHARS = 4000
+OOM_EVIDENCE = ("MemoryError", "CUDA out of memory", "OutOfMemoryError", "RESOURCE_EXHAUSTED")
+
+
+@dataclass(frozen=True)
+class WorkerExit:
+    """How the worker process ended, as the executor saw it."""
+
+    returncode: int | None  # None when it was killed for its timeout
+    timed_out: bool
+    started_at: str  # ISO 8601 UTC
+    wall_s: float
+    oom_killed: bool = False  # the engine said so (docker's State.OOMKilled)
+    node_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """The orchestrator's own provenance, computed once by the driver."""
+
+    version: str
+    git_revision: str | None
+
+
+def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, tool: ToolInfo,
+                extra_provenance: dict[str, Any] | None = None,
+                status_override: tuple[Status, str] | None = None) -> list[Record]:
+    """The attempt's batch: provenance, measurements, and the cell record last."""
+    identity = {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
+                "repeat": cell.repeat}
+    raw, unreadable = _read_out(out_file)
+    provenance = _provenance(identity, raw, tool, extra_provenance or {})
+    measurements, invalid = _measurements(cell, identity, raw, provenance)
+    error = next((r for r in raw if r.get("record") == "error"), None)
+    timing = next((r for r in raw if r.get("record") == "timing"), {})
+    log_tail = _tail(log_file)
+
+    if status_override is not None:
+        status, message = status_override
+    else:
+        status, message = _classify(exit, error, log_tail, measurements, unreadable or invalid)
+    flags, reasons = _flags(measurements)
+    if reasons and status is Status.OK:
+        message = "; ".join(reasons)
+    cell_record = CellRecord(
+        **identity,
+        status=status,
+        flags=flags,
+        started_at=exit.started_at,
+        wall_s=exit.wall_s,
+        workload_s=timing.get("workload_s"),
+        node_id=exit.node_id,
+        hardware=cell.hardware.name,
+        stack=cell.stack.name,
+        workload=cell.workload,
+        error=message,
+        log_tail=None if status is Status.OK else log_tail,
+        **{f"param.{k}": v for k, v in cell.params.items()},
+    )
+    kept: list[Record] = measurements if status is Status.OK else []
+    return [provenance, *kept, cell_record]
+
+
+def _read_out(out_file: Path) -> tuple[list[dict[str, Any]], str | None]:
+    records, problem = [], None
+    try:
+        lines = out_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return [], None
+    for number, line in enumerate(lines, start=1):
+        try:
+            value = json.loads(line)
+            if not isinstance(value, dict):
+                raise ValueError("not a JSON object")
+            records.append(value)
+        except ValueError as exc:
+            problem = problem or f"output line {number} is not a record ({exc}): {line[:80]!r}"
+    return records, problem
+
+
+def _provenance(identity: dict[str, Any], raw: list[dict[str, Any]], tool: ToolInfo,
+                extra: dict[str, Any]) -> ProvenanceRecord:
+    from_worker = next((r for r in raw if r.get("record") == "provenance"), {})
+    fields = {k: v for k, v in from_worker.items() if k in ProvenanceRecord.model_fields}
+    fields.update(extra)
+    fields.update(tool_version=tool.version, git_revision=tool.git_revision)
+    try:
+        return ProvenanceRecord(**{**fields, **identity})
+    except ValidationError:  # a worker's odd provenance must not lose the cell
+        return ProvenanceRecord(**identity, **extra, tool_version=tool.version,
+                                git_revision=tool.git_revision)
+
+
+def _measurements(cell: Cell, identity: dict[str, Any], raw: list[dict[str, Any]],
+                  provenance: ProvenanceRecord) -> tuple[list[MeasurementRecord], str | None]:
+    declared = set(load_workload(cell.workload).metrics)
+    records: list[MeasurementRecord] = []
+    for entry in (r for r in raw if r.get("record") == "measurement"):
+        unknown = set(entry) - set(MeasurementRecord.model_fields) - declared
+        if unknown:
+            return [], f"undeclared metrics {sorted(unknown)} (declare them in defaults.yaml)"
+        try:
+            record = MeasurementRecord(**{**entry, **identity})
+        except ValidationError as exc:
+            return [], f"invalid measurement record: {exc.errors()[0]['msg']}"
+        records.append(_with_peak(record, cell, provenance))
+    return records, None
+
+
+def _with_peak(record: MeasurementRecord, cell: Cell,
+               provenance: ProvenanceRecord) -> MeasurementRecord:
+    if record.flops_per_item is None:
+        return record
+    achieved = record.flops_per_item * record.items_per_s
+    update: dict[str, Any] = {"achieved_flops": achieved}
+    precision = str(cell.params.get("precision", "fp32"))
+    peak = datasheet_peak(provenance.gpu_model, precision, cell.hardware.gpus)
+    if peak is not None:
+        update.update(peak_flops=peak.flops, peak_source=peak.source,
+                      peak_fraction=achieved / peak.flops)
+    return record.model_copy(update=update)
+
+
+def _classify(exit: WorkerExit, error: dict[str, Any] | None, log_tail: str,
+              measurements: list[MeasurementRecord],
+              invalid: str | None) -> tuple[Status, str | None]:
+    if exit.timed_out:
+        return Status.TIMEOUT, f"no result within the cell's timeout ({exit.wall_s:.0f} s)"
+    if exit.oom_killed:
+        return Status.OOM, "killed by the container engine for exceeding its memory limit"
+    if error is not None:
+        message = f"{error.get('type')}: {error.get('message')}"
+        return {"oom": Status.OOM, "unsupported": Status.UNSUPPORTED}.get(
+            error.get("kind"), Status.FAILED), message
+    if exit.returncode != 0:
+        if any(evidence in log_tail for evidence in OOM_EVIDENCE):
+            return Status.OOM, f"out of memory (exit status {exit.returncode}, see log)"
+        if exit.returncode is not None and exit.returncode < 0:
+            name = signal.Signals(-exit.returncode).name
+            return Status.CRASHED, f"worker killed by {name}"
+        return Status.CRASHED, f"worker exited with status {exit.returncode} and no error record"
+    if invalid:
+        return Status.INVALID_OUTPUT, invalid
+    if not measurements:
+        return Status.INVALID_OUTPUT, "worker exited 0 without any measurement record"
+    return Status.OK, None
+
+
+def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]]:
+    flags: list[Flag] = []
+    reasons: list[str] = []
+    over = [m for m in measurements if m.peak_fraction is not None and m.peak_fraction > 1]
+    if over:
+        flags.append(Flag.IMPLAUSIBLE)
+        worst = max(over, key=lambda m: m.peak_fraction or 0)
+        reasons.append(f"implausible: epoch {worst.epoch} achieves "
+                       f"{worst.peak_fraction:.0%} of the device's {worst.peak_source} peak")
+    if any(m.warmup_s is not None and m.warmup_s > m.train_s for m in measurements):
+        flags.append(Flag.WARMUP_DOMINATED)
+    return flags, reasons
+
+
+def _tail(log_file: Path) -> str:
+    try:
+        text = log_file.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])[-LOG_TAIL_CHARS:]

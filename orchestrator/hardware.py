@@ -1,0 +1,98 @@
+"""The hardware catalogue: datasheet peak FLOP/s per GPU model and precision, and the local
+machine as detected (Contracts: hardware catalogue).
+
+Peaks are dense (no sparsity) figures from the vendors' datasheets; rows carry the peak they
+were judged against and its source, so a figure above it is caught as implausible.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+TERA = 1e12
+
+# GPU model substring -> peak FLOP/s by precision. fp32 is the plain (non-tensor-core) rate;
+# tf32, fp16 and bf16 the dense tensor-core rates. Matched case-insensitively, longest first.
+DATASHEET_PEAKS: dict[str, dict[str, float]] = {
+    "P100-SXM2": {"fp32": 10.6 * TERA, "fp16": 21.2 * TERA},
+    "P100-PCIE": {"fp32": 9.3 * TERA, "fp16": 18.7 * TERA},
+    "V100-SXM2": {"fp32": 15.7 * TERA, "fp16": 125 * TERA},
+    "V100": {"fp32": 14 * TERA, "fp16": 112 * TERA},
+    "T4": {"fp32": 8.1 * TERA, "fp16": 65 * TERA},
+    "A10G": {"fp32": 31.2 * TERA, "tf32": 31.2 * TERA, "fp16": 70 * TERA, "bf16": 70 * TERA},
+    "L4": {"fp32": 30.3 * TERA, "tf32": 60 * TERA, "fp16": 121 * TERA, "bf16": 121 * TERA},
+    "A100": {"fp32": 19.5 * TERA, "tf32": 156 * TERA, "fp16": 312 * TERA, "bf16": 312 * TERA},
+    "H100 PCIe": {"fp32": 51 * TERA, "tf32": 378 * TERA, "fp16": 756 * TERA,
+                  "bf16": 756 * TERA},
+    "H100": {"fp32": 67 * TERA, "tf32": 494.5 * TERA, "fp16": 989.5 * TERA, "bf16": 989.5 * TERA},
+    "H200": {"fp32": 67 * TERA, "tf32": 494.5 * TERA, "fp16": 989.5 * TERA, "bf16": 989.5 * TERA},
+    "GTX TITAN X": {"fp32": 6.7 * TERA},
+    "TITAN RTX": {"fp32": 16.3 * TERA, "fp16": 130 * TERA},
+    "RTX 3090": {"fp32": 35.6 * TERA, "tf32": 35.6 * TERA, "fp16": 71 * TERA, "bf16": 71 * TERA},
+}
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The peak a measurement is judged against."""
+
+    flops: float  # FLOP/s of all the devices the cell used together
+    source: str  # "datasheet" or "measured"
+
+
+def datasheet_peak(gpu_model: str | None, precision: str, devices: int) -> Peak | None:
+    """Datasheet peak for `devices` GPUs of `gpu_model` at `precision`, or None if unknown."""
+    if not gpu_model or devices < 1:
+        return None
+    for key in sorted(DATASHEET_PEAKS, key=len, reverse=True):
+        if key.lower() in gpu_model.lower():
+            per_device = DATASHEET_PEAKS[key].get(precision)
+            return None if per_device is None else Peak(per_device * devices, "datasheet")
+    return None
+
+
+@dataclass(frozen=True)
+class LocalMachine:
+    """What this machine offers, for plans and compatibility checks."""
+
+    hostname: str
+    cpu_model: str | None
+    cpu_count: int
+    gpu_count: int
+    gpu_model: str | None
+
+
+def detect_local() -> LocalMachine:
+    """This machine's CPUs and NVIDIA GPUs (through NVML, when the driver is there)."""
+    gpu_count, gpu_model = 0, None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        gpu_count = pynvml.nvmlDeviceGetCount()
+        if gpu_count:
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            gpu_model = name.decode() if isinstance(name, bytes) else name
+    except Exception:  # no library, no driver, or no GPU: a CPU machine
+        gpu_count = 0
+    return LocalMachine(
+        hostname=platform.node(),
+        cpu_model=cpu_model(),
+        cpu_count=os.cpu_count() or 1,
+        gpu_count=gpu_count,
+        gpu_model=gpu_model,
+    )
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name as the kernel reports it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None

@@ -1,0 +1,172 @@
+"""Expansion: a pure function from a MatrixSpec to the sorted list of its cells.
+
+A cell is hardware x stack x workload x one parameter combination x one repeat. Its
+`config_id` hashes everything that gives a result its meaning except the repeat index;
+its `cell_id` hashes the config_id and the repeat index (Contracts: cell identity).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.registry import ItemUnit, Scalar, load_workload
+from orchestrator.spec import (
+    DEFAULT_TIMEOUT_S,
+    Hardware,
+    MatrixSpec,
+    Rule,
+    Stack,
+    WorkloadEntry,
+    entry_grid,
+)
+
+ID_LENGTH = 16
+
+
+class Cell(BaseModel):
+    """One unit of work: everything a worker needs to run it, and its identity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str  # the run's name
+    hardware: Hardware
+    stack: Stack
+    workload: str
+    workload_version: str
+    item_unit: ItemUnit
+    params: dict[str, Scalar]  # resolved: declared defaults < preset < matrix values
+    epochs: int
+    repeat: int  # 1-based
+    timeout_s: float
+    memory_limit_mb: int | None
+    config_id: str
+    cell_id: str
+
+    def label(self) -> str:
+        """Short human name: workload and the parameters the matrix varies are added by callers."""
+        return f"{self.workload} on {self.hardware.name}/{self.stack.name} #{self.repeat}"
+
+
+def content_hash(content: object) -> str:
+    """Stable hash of JSON-able content, independent of key order."""
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:ID_LENGTH]
+
+
+def config_id_of(hardware: Hardware, stack: Stack, workload: str, version: str,
+                 params: dict[str, Scalar], epochs: int) -> str:
+    return content_hash({
+        "hardware": hardware.model_dump(),
+        "stack": stack.model_dump(),
+        "workload": workload,
+        "workload_version": version,
+        "params": params,
+        "epochs": epochs,
+    })
+
+
+def cell_id_of(config_id: str, repeat: int) -> str:
+    return content_hash({"config_id": config_id, "repeat": repeat})
+
+
+def expand(spec: MatrixSpec) -> list[Cell]:
+    """The cells of the matrix after exclude and include rules, sorted, without duplicates."""
+    return [cell for cell, reason in _all_cells(spec) if reason is None]
+
+
+def excluded(spec: MatrixSpec) -> list[tuple[Cell, str]]:
+    """The cells of the cross product that an exclude rule removed, with the rule."""
+    return [(cell, reason) for cell, reason in _all_cells(spec) if reason is not None]
+
+
+def incompatibility(cell: Cell) -> str | None:
+    """Why `cell` cannot run on its hardware, or None. Pure: judged from declarations only."""
+    info = load_workload(cell.workload)
+    if cell.hardware.gpus == 0:
+        for name, value in cell.params.items():
+            if value in info.params[name].gpu_only:
+                return f"{name}={value} needs a GPU and {cell.hardware.name} has gpus: 0"
+    return None
+
+
+def _all_cells(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
+    chosen: dict[str, tuple[Cell, str | None]] = {}
+    for hardware, stack, entry in itertools.product(spec.hardware, spec.stacks, spec.workloads):
+        for params in _combinations(entry_grid(entry)):
+            for cell in _cells(spec, hardware, stack, entry, params):
+                rule = next((r for r in spec.exclude if _matches(r, cell)), None)
+                reason = None if rule is None else f"excluded by {_describe(rule)}"
+                chosen.setdefault(cell.cell_id, (cell, reason))
+    for rule in spec.include:
+        entry = spec.workload_entry(str(rule.workload))
+        grid = entry_grid(entry) | {k: v if isinstance(v, list) else [v]
+                                    for k, v in rule.params.items()}
+        for hardware, stack in itertools.product(spec.hardware, spec.stacks):
+            if not (_name_matches(rule.hardware, hardware.name)
+                    and _name_matches(rule.stack, stack.name)):
+                continue
+            for params in _combinations(grid):
+                for cell in _cells(spec, hardware, stack, entry, params):
+                    chosen[cell.cell_id] = (cell, None)  # include wins over exclude
+    return sorted(chosen.values(), key=lambda pair: _sort_key(pair[0]))
+
+
+def _combinations(grid: dict[str, list[Scalar]]) -> Iterator[dict[str, Scalar]]:
+    keys = sorted(grid)
+    for values in itertools.product(*(grid[k] for k in keys)):
+        yield dict(zip(keys, values, strict=True))
+
+
+def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEntry,
+           given: dict[str, Scalar]) -> Iterator[Cell]:
+    info = load_workload(entry.name)
+    params = info.resolve(given)
+    epochs = entry.epochs or info.epochs
+    config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs)
+    for repeat in range(1, spec.repeats + 1):
+        yield Cell(
+            run=spec.name, hardware=hardware, stack=stack, workload=info.name,
+            workload_version=info.version, item_unit=info.item_unit, params=params,
+            epochs=epochs, repeat=repeat,
+            timeout_s=entry.timeout_s or info.timeout_s or DEFAULT_TIMEOUT_S,
+            memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
+            cell_id=cell_id_of(config_id, repeat),
+        )
+
+
+def _name_matches(wanted: str | list[str] | None, name: str) -> bool:
+    return wanted is None or name == wanted or (isinstance(wanted, list) and name in wanted)
+
+
+def _matches(rule: Rule, cell: Cell) -> bool:
+    if not (_name_matches(rule.hardware, cell.hardware.name)
+            and _name_matches(rule.stack, cell.stack.name)
+            and _name_matches(rule.workload, cell.workload)):
+        return False
+    for key, wanted in rule.params.items():
+        values = wanted if isinstance(wanted, list) else [wanted]
+        if key not in cell.params or cell.params[key] not in values:
+            return False
+    return True
+
+
+def _describe(rule: Rule) -> str:
+    parts = [f"{k}={v}" for k, v in rule.model_dump(exclude_defaults=True).items()
+             if k != "params"]
+    parts += [f"{k}={v}" for k, v in rule.params.items()]
+    return "exclude rule (" + ", ".join(parts) + ")"
+
+
+def _sort_key(cell: Cell) -> tuple:
+    # Repeats outermost, so drift over a long sweep spreads over every configuration alike.
+    def orderable(value: Scalar) -> tuple:
+        return (0, value, "") if isinstance(value, int | float) else (1, 0, str(value))
+
+    params = tuple((k, orderable(v)) for k, v in sorted(cell.params.items()))
+    return (cell.repeat, cell.hardware.name, cell.stack.name, cell.workload, params,
+            cell.cell_id)

@@ -1,0 +1,158 @@
+"""Clocks and memory probes for one epoch of training (Contracts: measurement records).
+
+Time: a monotonic clock read at step boundaries, the device synchronised before each read,
+the first `warmup_steps` steps of each epoch excluded and recorded as such. Memory: probes
+reset at the start of the epoch and read at its end. Stdlib only: frameworks are imported
+by the probes that need them, which only the workloads that use them create.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+Sync = Callable[[], None]
+
+
+def no_sync() -> None:
+    """The CPU runs synchronously: nothing to wait for."""
+
+
+class MemoryProbe(Protocol):
+    def reset(self) -> None: ...
+    def read(self) -> dict[str, int]: ...
+
+
+class HostRssProbe:
+    """Peak resident set size of this process during the epoch (Linux: VmHWM, reset per epoch)."""
+
+    def reset(self) -> None:
+        # "5" resets the process's peak RSS (proc(5), clear_refs); where that is not possible
+        # (not Linux, not permitted) the peak since the process started is reported.
+        with contextlib.suppress(OSError):
+            Path("/proc/self/clear_refs").write_text("5")
+
+    def read(self) -> dict[str, int]:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return {"host_rss_peak_bytes": int(line.split()[1]) * 1024}
+        except OSError:
+            pass
+        import resource
+
+        return {"host_rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+class TorchCudaProbe:
+    """Peak memory the torch caching allocator handed out (allocated) and held (reserved)."""
+
+    def __init__(self, device: object) -> None:
+        self.device = device
+
+    def reset(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.device)
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def read(self) -> dict[str, int]:
+        import torch
+
+        torch.cuda.synchronize(self.device)
+        return {
+            "mem_alloc_peak_bytes": int(torch.cuda.max_memory_allocated(self.device)),
+            "mem_reserved_peak_bytes": int(torch.cuda.max_memory_reserved(self.device)),
+        }
+
+
+@dataclass
+class Evaluation:
+    """Filled in by the workload inside `EpochMeter.evaluation()`."""
+
+    items: float = 0.0
+
+
+@dataclass
+class EpochMeter:
+    """Times the training steps of one epoch and its evaluation, and reads memory peaks."""
+
+    warmup_steps: int
+    sync: Sync = no_sync
+    probes: list[MemoryProbe] = field(default_factory=list)
+    clock: Callable[[], float] = time.perf_counter
+    step_s: list[float] = field(default_factory=list)  # every step, warm-up included
+    step_items: list[float] = field(default_factory=list)
+    eval_s: float | None = None
+    eval_items: float | None = None
+    _boundary: float | None = None
+
+    def __post_init__(self) -> None:
+        for probe in self.probes:
+            probe.reset()
+
+    @contextmanager
+    def step(self, items: float) -> Iterator[None]:
+        """One training step that processes `items` real items (e.g. target words)."""
+        if self._boundary is None:
+            self.sync()
+            self._boundary = self.clock()
+        yield
+        self.sync()
+        now = self.clock()
+        # Boundary to boundary: whatever the loop does between steps is training time too.
+        self.step_s.append(now - self._boundary)
+        self.step_items.append(float(items))
+        self._boundary = now
+
+    @contextmanager
+    def evaluation(self) -> Iterator[Evaluation]:
+        """Evaluation after training, timed apart from it; set `.items` inside the block."""
+        result = Evaluation()
+        self.sync()
+        start = self.clock()
+        yield result
+        self.sync()
+        self.eval_s = self.clock() - start
+        self.eval_items = result.items
+        self._boundary = None  # a later step starts a new timed region
+
+    def summary(self) -> dict[str, float | int]:
+        """The epoch's measurement fields; ValueError if no step was timed."""
+        timed = self.step_s[self.warmup_steps:]
+        items = sum(self.step_items[self.warmup_steps:])
+        if not timed or items <= 0:
+            raise ValueError(f"epoch had {len(self.step_s)} steps, {self.warmup_steps} of them "
+                             "warm-up: no timed step left (lower warmup_steps or grow the data)")
+        train_s = sum(timed)
+        fields: dict[str, float | int] = {
+            "train_s": train_s,
+            "items": items,
+            "items_per_s": items / train_s,
+            "steps": len(timed),
+            "warmup_steps": min(self.warmup_steps, len(self.step_s)),
+            "warmup_s": sum(self.step_s[: self.warmup_steps]),
+            "step_s_median": statistics.median(timed),
+            "step_s_p90": _percentile(timed, 0.9),
+        }
+        if self.eval_s is not None and self.eval_items:
+            fields["eval_s"] = self.eval_s
+            fields["eval_items_per_s"] = self.eval_items / self.eval_s
+        for probe in self.probes:
+            fields.update(probe.read())
+        return fields
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile, as numpy's default."""
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)

@@ -1,0 +1,132 @@
+"""The plan: which cells of a matrix run now, which are skipped and why, and how long it takes.
+
+Reasons to skip a cell: not selected by --only, excluded by a rule, incompatible with its
+hardware, hardware that no node offers, or already done (an `ok` result in the journal).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from orchestrator.errors import MatrixError
+from orchestrator.hardware import LocalMachine
+from orchestrator.matrix import Cell, excluded, expand, incompatibility
+from orchestrator.registry import load_workload
+from orchestrator.results import CellResult
+from orchestrator.spec import MatrixSpec
+
+CELL_STARTUP_S = 2.0  # worker start and framework import, for estimates without history
+
+
+class OnlyFilterError(MatrixError):
+    """An --only selector that names nothing in the matrix."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    """`--only KEY=V1,V2`: keep cells whose hardware, stack, workload or parameter KEY is a Vi."""
+
+    key: str
+    values: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Selector:
+        key, sep, values = text.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise OnlyFilterError(f"--only {text!r}: expected KEY=VALUE[,VALUE...], "
+                                  "e.g. --only hardware=laptop or --only batch_size=32,64")
+        return cls(key.strip(), tuple(v.strip() for v in values.split(",")))
+
+    def value_of(self, cell: Cell) -> str | None:
+        named = {"hardware": cell.hardware.name, "stack": cell.stack.name,
+                 "workload": cell.workload}
+        if self.key in named:
+            return named[self.key]
+        value = cell.params.get(self.key)
+        return None if value is None else str(value).lower() if isinstance(value, bool) else str(
+            value)
+
+    def matches(self, cell: Cell) -> bool:
+        return self.value_of(cell) in self.values
+
+
+@dataclass(frozen=True)
+class Skipped:
+    cell: Cell
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    to_run: list[Cell]
+    skipped: list[Skipped]
+    estimate_s: dict[str, float | None] = field(default_factory=dict)  # cell_id -> seconds
+
+    def total_estimate_s(self) -> float | None:
+        """Sum of the estimates of the cells to run; None if any has no estimate."""
+        values = [self.estimate_s.get(c.cell_id) for c in self.to_run]
+        return None if any(v is None for v in values) else float(sum(values))  # type: ignore[arg-type]
+
+
+def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
+              only: Iterable[Selector] = (), offered: set[str] | None = None,
+              rerun: bool = False) -> Plan:
+    """Decide every cell's fate. `offered`: hardware names some node offers (None: all local)."""
+    history = list(history)
+    done = set() if rerun else {r.cell.cell_id for r in history if r.cell.status.is_done()}
+    selectors = list(only)
+    cells = expand(spec)
+    for selector in selectors:
+        if not any(selector.value_of(c) is not None for c in cells):
+            raise OnlyFilterError(f"--only {selector.key}=...: no cell has a hardware, stack, "
+                                  f"workload or parameter called {selector.key!r}")
+    to_run: list[Cell] = []
+    skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
+    for cell in cells:
+        reason = _skip_reason(cell, local, selectors, offered, done)
+        if reason:
+            skipped.append(Skipped(cell, reason))
+        else:
+            to_run.append(cell)
+    walls = _walls_by_config(history)
+    estimate = {c.cell_id: _estimate(c, walls) for c in to_run}
+    return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate)
+
+
+def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
+                 offered: set[str] | None, done: set[str]) -> str | None:
+    if not all(s.matches(cell) for s in selectors):
+        return "not selected (--only)"
+    problem = incompatibility(cell)
+    if problem:
+        return f"incompatible: {problem}"
+    hardware = cell.hardware
+    if offered is None:  # the local machine is the only node
+        if hardware.kind != "local":
+            return (f"no node offers hw:{hardware.name} ({hardware.kind} hardware needs a "
+                    "cluster: pass --ray-address)")
+        if hardware.gpus > local.gpu_count:
+            return f"incompatible: needs {hardware.gpus} GPU(s), this machine has {local.gpu_count}"
+    elif hardware.name not in offered:
+        return f"no node of the cluster offers hw:{hardware.name}"
+    if cell.cell_id in done:
+        return "already done (ok in the journal; --rerun to redo)"
+    return None
+
+
+def _walls_by_config(history: list[CellResult]) -> dict[str, list[float]]:
+    walls: dict[str, list[float]] = {}
+    for result in history:
+        if result.cell.status.is_done():
+            walls.setdefault(result.cell.config_id, []).append(result.cell.wall_s)
+    return walls
+
+
+def _estimate(cell: Cell, walls: dict[str, list[float]]) -> float | None:
+    if cell.config_id in walls:
+        return statistics.median(walls[cell.config_id])
+    per_epoch = load_workload(cell.workload).estimate_s_per_epoch.get(
+        str(cell.params.get("preset", "")))
+    return None if per_epoch is None else CELL_STARTUP_S + per_epoch * cell.epochs

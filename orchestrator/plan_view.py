@@ -1,0 +1,53 @@
+"""`matrix plan`: the plan as tables, without running anything or starting Ray."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.hardware import detect_local
+from orchestrator.plan import Selector, make_plan
+from orchestrator.progress import _varying_params
+from orchestrator.results import ResultStore
+from orchestrator.spec import load_spec
+from orchestrator.sweep import run_dir_for
+
+MAX_SKIPPED_ROWS = 50
+
+
+def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], rerun: bool,
+              console: Console) -> None:
+    spec = load_spec(spec_path)
+    store = ResultStore(run_dir_for(spec, output))
+    plan = make_plan(spec, detect_local(), store.results(), only, None, rerun)
+    varying = sorted(_varying_params([*plan.to_run, *(s.cell for s in plan.skipped)]))
+
+    table = Table(title=f"{len(plan.to_run)} cells to run ({store.root})")
+    for column in ["workload", "hardware", "stack", *varying, "epochs", "repeat", "estimate"]:
+        table.add_column(column)
+    for cell in plan.to_run:
+        estimate = plan.estimate_s.get(cell.cell_id)
+        table.add_row(cell.workload, cell.hardware.name, cell.stack.name,
+                      *(str(cell.params.get(k, "")) for k in varying), str(cell.epochs),
+                      str(cell.repeat), "?" if estimate is None else f"{estimate:.0f} s")
+    console.print(table)
+
+    if plan.skipped:
+        skipped = Table(title=f"{len(plan.skipped)} cells skipped")
+        for column in ["workload", "hardware", "stack", *varying, "repeat", "reason"]:
+            skipped.add_column(column)
+        for item in plan.skipped[:MAX_SKIPPED_ROWS]:
+            cell = item.cell
+            skipped.add_row(cell.workload, cell.hardware.name, cell.stack.name,
+                            *(str(cell.params.get(k, "")) for k in varying), str(cell.repeat),
+                            item.reason)
+        console.print(skipped)
+        if len(plan.skipped) > MAX_SKIPPED_ROWS:
+            reasons = Counter(s.reason for s in plan.skipped)
+            console.print("all skipped: " + "; ".join(f"{n} {r}" for r, n in reasons.items()))
+    total = plan.total_estimate_s()
+    console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
+                                  if total is None else f"about {total / 60:.1f} min"))

@@ -1,0 +1,242 @@
+"""The run directory and its ResultStore (Contracts: run identity, result records).
+
+`results.jsonl` is the truth: append-only, one record per line, fsync'd after each cell.
+Each cell attempt is written as one batch, provenance first and the cell record last, so a
+reader can tell a finished attempt from one torn by a kill: a batch without its cell record
+is dropped when the next batch of that cell starts. Everything else in the directory is
+derived from the journal and rewritten atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from orchestrator.errors import RunLockedError, RunNotFoundError
+from orchestrator.records import (
+    SCHEMA_VERSION,
+    CellRecord,
+    MeasurementRecord,
+    ProvenanceRecord,
+    Record,
+    parse_record,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+JOURNAL = "results.jsonl"
+PARQUET = "results.parquet"
+REPORT = "report.md"
+LOCK = "run.lock"
+
+# Older journals are upgraded on read, one version at a time: {from_version: function}.
+MIGRATIONS: dict[int, Any] = {}
+
+
+class JournalWarning(UserWarning):
+    """A journal line that could not be used (torn by a kill, or corrupted)."""
+
+
+@dataclass
+class CellResult:
+    """The final attempt of one cell: its cell record, provenance and measurements."""
+
+    cell: CellRecord
+    provenance: ProvenanceRecord | None
+    measurements: list[MeasurementRecord] = field(default_factory=list)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write through a temporary file and a rename, so readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class ResultStore:
+    """One run directory: journal, derived files, per-cell logs and cell files, and its lock."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root).absolute()
+        self.journal = self.root / JOURNAL
+        self.parquet = self.root / PARQUET
+        self.report = self.root / REPORT
+        self.logs = self.root / "logs"
+        self.cells = self.root / "cells"
+        self.build = self.root / "build"
+
+    # -- ownership -------------------------------------------------------------------------
+    def acquire(self) -> None:
+        """Own the run directory for one sweep; RunLockedError if a live sweep owns it."""
+        for folder in (self.root, self.logs, self.cells):
+            folder.mkdir(parents=True, exist_ok=True)
+        lock = self.root / LOCK
+        me = {"pid": os.getpid(), "host": socket.gethostname()}
+        while True:
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                owner = _read_lock(lock)
+                if owner and owner.get("host") == me["host"] and not _alive(owner.get("pid")):
+                    lock.unlink(missing_ok=True)  # a dead sweep's lock: take it over
+                    continue
+                raise RunLockedError(
+                    f"{self.root} is in use by pid {owner.get('pid')} on {owner.get('host')} "
+                    f"(remove {lock} if that sweep is gone)") from None
+            with os.fdopen(fd, "w") as handle:
+                json.dump(me, handle)
+            return
+
+    def release(self) -> None:
+        lock = self.root / LOCK
+        owner = _read_lock(lock)
+        if owner.get("pid") == os.getpid():
+            lock.unlink(missing_ok=True)
+
+    # -- journal ---------------------------------------------------------------------------
+    def append(self, records: Iterable[Record]) -> None:
+        """Append one cell attempt's records as one batch and fsync it."""
+        lines = "".join(r.model_dump_json(exclude_none=True) + "\n" for r in records)
+        with open(self.journal, "a", encoding="utf-8") as handle:
+            handle.write(lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read(self) -> list[Record]:
+        """Every usable record in journal order; unusable lines are dropped with a warning."""
+        if not self.journal.exists():
+            return []
+        records: list[Record] = []
+        lines = self.journal.read_bytes().split(b"\n")
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                records.append(parse_record(_migrate(raw)))
+            except (ValueError, ValidationError) as exc:
+                torn = number == len(lines) or (number == len(lines) - 1 and not lines[-1])
+                what = "torn last line (a kill while writing?)" if torn else "unreadable line"
+                warnings.warn(f"{self.journal}:{number}: {what} dropped: {_short(exc)}",
+                              JournalWarning, stacklevel=2)
+        return records
+
+    def results(self) -> list[CellResult]:
+        """The final attempt of every cell that has one, in journal order of those attempts."""
+        pending: dict[str, list[Record]] = {}
+        final: dict[str, CellResult] = {}
+        for record in self.read():
+            batch = pending.setdefault(record.cell_id, [])
+            if isinstance(record, ProvenanceRecord):
+                batch.clear()  # a new attempt starts; records of a torn one are dropped
+            batch.append(record)
+            if isinstance(record, CellRecord):
+                final.pop(record.cell_id, None)
+                final[record.cell_id] = CellResult(
+                    cell=record,
+                    provenance=next((r for r in batch if isinstance(r, ProvenanceRecord)), None),
+                    measurements=[r for r in batch if isinstance(r, MeasurementRecord)],
+                )
+                pending.pop(record.cell_id)
+        return list(final.values())
+
+    def done_cell_ids(self) -> set[str]:
+        """Cells whose final attempt is `ok`: a rerun skips exactly these."""
+        return {r.cell.cell_id for r in self.results() if r.cell.status.is_done()}
+
+    # -- derived ---------------------------------------------------------------------------
+    def frame(self) -> pd.DataFrame:
+        """The flat join: one row per measurement, plus one row per cell without any."""
+        import pandas as pd
+
+        rows = []
+        for result in self.results():
+            cell = result.cell.model_dump(exclude={"record", "log_tail"})
+            cell["flags"] = ",".join(result.cell.flags)
+            prov = {} if result.provenance is None else result.provenance.model_dump(
+                exclude={"record", *_IDENTITY})
+            if "data_sha256" in prov:
+                prov["data_sha256"] = json.dumps(prov["data_sha256"], sort_keys=True)
+            measured = [m.model_dump(exclude={"record", *_IDENTITY}) for m in result.measurements]
+            for measurement in measured or [{}]:
+                rows.append({**cell, **prov, **measurement})
+        return pd.DataFrame(rows)
+
+    def write_parquet(self) -> pd.DataFrame:
+        import io
+
+        df = self.frame()
+        buffer = io.BytesIO()
+        df.to_parquet(buffer, index=False)
+        atomic_write(self.parquet, buffer.getvalue())
+        return df
+
+
+_IDENTITY = {"schema_version", "run", "cell_id", "config_id", "repeat"}
+
+
+def _migrate(raw: dict[str, Any]) -> dict[str, Any]:
+    version = raw.get("schema_version", 1)
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"schema_version {version} is newer than this matrix-bench "
+                         f"({SCHEMA_VERSION}); upgrade to read it")
+    while version < SCHEMA_VERSION:
+        raw = MIGRATIONS[version](raw)
+        version += 1
+    raw["schema_version"] = SCHEMA_VERSION
+    return raw
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200]
+
+
+def _read_lock(lock: Path) -> dict[str, Any]:
+    try:
+        return json.loads(lock.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
+    """Run directories under `reports` with their cell counts per final status."""
+    runs = []
+    for journal in sorted(reports.glob(f"*/{JOURNAL}")):
+        counts: dict[str, int] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", JournalWarning)
+            for result in ResultStore(journal.parent).results():
+                counts[result.cell.status.value] = counts.get(result.cell.status.value, 0) + 1
+        runs.append((journal.parent, dict(sorted(counts.items()))))
+    return runs
+
+
+def open_existing(run_dir: Path | str) -> ResultStore:
+    store = ResultStore(run_dir)
+    if not store.journal.exists():
+        raise RunNotFoundError(f"{run_dir} holds no {JOURNAL}: not a run directory")
+    return store

@@ -1,0 +1,254 @@
+"""The matrix file: strict pydantic models, semantic checks against the workload registry,
+and JSON Schema export for editors.
+
+`load_spec(path)` is the only way in; every problem becomes a SpecError naming the file,
+the line and the field, and saying what was expected.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.errors import SpecError, UnknownWorkloadError
+from orchestrator.registry import Scalar, WorkloadInfo, load_workload
+from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
+ScalarOrList = Scalar | list[Scalar]
+NamesOrOne = Name | list[Name]
+
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+class _Strict(BaseModel):
+    # strict: "3" is not an int and 1 is not a bool; extra="forbid": typos are errors.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Hardware(_Strict):
+    """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>."""
+
+    name: Name
+    kind: Literal["local", "ec2"]
+    instance_type: str | None = None  # EC2 instance type, required for kind ec2
+    gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
+    spot: bool = False  # EC2 spot capacity
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> Hardware:
+        if self.kind == "ec2" and not self.instance_type:
+            raise ValueError("kind ec2 needs an instance_type (e.g. p3.2xlarge)")
+        if self.kind == "local" and self.spot:
+            raise ValueError("spot applies to kind ec2 only")
+        return self
+
+
+class Stack(_Strict):
+    """A software stack: the current environment (process) or a pinned image (docker)."""
+
+    name: Name
+    executor: Literal["process", "docker"] | None = None  # default: docker when pinned
+    framework: Literal["torch", "tensorflow", "jax"] | None = None
+    framework_version: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    python: str | None = None
+    base_image: str | None = None
+
+    @property
+    def effective_executor(self) -> str:
+        """The Contracts' rule: a stack with pins is an image unless it says otherwise."""
+        if self.executor:
+            return self.executor
+        pinned = (self.framework_version, self.cuda, self.cudnn, self.python, self.base_image)
+        return "docker" if any(pinned) else "process"
+
+
+class WorkloadEntry(_Strict):
+    """A workload and its parameter grid: any value in `params` may be a list (an axis)."""
+
+    name: Name
+    params: dict[str, ScalarOrList] = Field(default_factory=dict)
+    epochs: int | None = Field(default=None, ge=1)  # default: the workload's own
+    dataset: ScalarOrList | None = None  # shorthand for params.dataset
+    preset: ScalarOrList | None = None  # shorthand for params.preset
+    timeout_s: float | None = Field(default=None, gt=0)  # per cell; default: the workload's
+    memory_limit_mb: int | None = Field(default=None, gt=0)  # hard limit for the cell's process
+
+
+class Rule(_Strict):
+    """Matches cells: every key given must match (a list means any of its values)."""
+
+    hardware: NamesOrOne | None = None
+    stack: NamesOrOne | None = None
+    workload: NamesOrOne | None = None
+    params: dict[str, ScalarOrList] = Field(default_factory=dict)
+
+
+class MatrixSpec(_Strict):
+    """A whole matrix file."""
+
+    name: Name  # the run's name and directory, reports/<name>/
+    hardware: list[Hardware] = Field(min_length=1)
+    stacks: list[Stack] = Field(min_length=1)
+    workloads: list[WorkloadEntry] = Field(min_length=1)
+    include: list[Rule] = Field(default_factory=list)  # extra cells beyond the cross product
+    exclude: list[Rule] = Field(default_factory=list)  # cells removed from the cross product
+    repeats: int = Field(default=1, ge=1)
+    output: str | None = None  # run directory; default reports/<name>
+    budget_usd: float | None = Field(default=None, gt=0)
+
+    def workload_entry(self, name: str) -> WorkloadEntry:
+        return next(w for w in self.workloads if w.name == name)
+
+
+def json_schema() -> dict:
+    """JSON Schema of the matrix file, for editors."""
+    schema = MatrixSpec.model_json_schema()
+    schema["title"] = "matrix-bench matrix file"
+    return schema
+
+
+def load_spec(path: Path | str) -> MatrixSpec:
+    """Read, validate and check a matrix file; SpecError on the first problem found."""
+    doc = read_yaml(Path(path))
+    if not isinstance(doc.data, dict):
+        kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
+        raise doc.error((), f"the top level must be a mapping of keys (name, hardware, ...), "
+                            f"but the file is {kind}")
+    try:
+        spec = MatrixSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        raise _first_error(doc, exc) from None
+    _check_semantics(spec, doc)
+    return spec
+
+
+def _first_error(doc: LocatedYaml, exc: ValidationError) -> SpecError:
+    err = exc.errors()[0]
+    # pydantic puts union member names (e.g. "list[...]", "function-after[...]") into loc.
+    loc: PathKey = tuple(p for p in err["loc"] if not _is_pydantic_tag(p))
+    kind, given = err["type"], err.get("input")
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(doc, loc)
+        return doc.error(loc, f"unknown key (expected one of: {allowed})")
+    if kind == "missing":
+        return doc.error(loc, "required field is missing")
+    if kind == "literal_error":
+        expected = err["ctx"]["expected"]
+        return doc.error(loc, f"{given!r} is not allowed (expected {expected})")
+    if kind == "too_short":
+        return doc.error(loc, "must not be empty")
+    if kind == "string_pattern_mismatch":
+        return doc.error(loc, f"{given!r} is not a valid name (letters, digits, '.', '_', '-')")
+    message = err["msg"].removeprefix("Value error, ")
+    suffix = f", got {given!r}" if not isinstance(given, dict | list) and given is not None else ""
+    return doc.error(loc, f"{message}{suffix}")
+
+
+def _is_pydantic_tag(part: str | int) -> bool:
+    return (isinstance(part, str) and bool(re.search(r"[\[\]]", part))) or part in (
+        "str", "int", "float", "bool")
+
+
+def _allowed_keys(doc: LocatedYaml, loc: PathKey) -> str:
+    parent: type[BaseModel] = MatrixSpec
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        annotation = parent.model_fields[part].annotation
+        inner = getattr(annotation, "__args__", (annotation,))[0]
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            parent = inner
+    return ", ".join(parent.model_fields)
+
+
+def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    for section in ("hardware", "stacks", "workloads"):
+        seen: set[str] = set()
+        for index, item in enumerate(getattr(spec, section)):
+            if item.name in seen:
+                raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
+            seen.add(item.name)
+    for index, stack in enumerate(spec.stacks):
+        if stack.effective_executor == "docker":
+            raise doc.error(("stacks", index, "executor" if stack.executor else "name"),
+                            "pinned Docker images are not supported yet: set executor: process "
+                            "to run this stack in the current environment (its pins are checked)")
+    for index, entry in enumerate(spec.workloads):
+        try:
+            info = load_workload(entry.name)
+        except UnknownWorkloadError as exc:
+            raise doc.error(("workloads", index, "name"), str(exc)) from None
+        _check_params(entry, info, doc, ("workloads", index))
+    names = {
+        "hardware": {h.name for h in spec.hardware},
+        "stack": {s.name for s in spec.stacks},
+        "workload": {w.name for w in spec.workloads},
+    }
+    for section in ("include", "exclude"):
+        for index, rule in enumerate(getattr(spec, section)):
+            _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
+
+
+def entry_grid(entry: WorkloadEntry) -> dict[str, list[Scalar]]:
+    """The entry's parameter axes, with `dataset` and `preset` folded into params."""
+    grid = {k: v if isinstance(v, list) else [v] for k, v in entry.params.items()}
+    for key in ("dataset", "preset"):
+        value = getattr(entry, key)
+        if value is not None:
+            grid[key] = value if isinstance(value, list) else [value]
+    return grid
+
+
+def _check_params(entry: WorkloadEntry, info: WorkloadInfo, doc: LocatedYaml,
+                  loc: PathKey) -> None:
+    for key in ("dataset", "preset"):
+        if getattr(entry, key) is not None and key in entry.params:
+            raise doc.error((*loc, key), f"{key} is given twice: here and in params")
+    for key, values in entry_grid(entry).items():
+        where = (*loc, "params", key) if key in entry.params else (*loc, key)
+        _check_values(key, values, info, doc, where)
+
+
+def _check_values(key: str, values: list[Scalar], info: WorkloadInfo, doc: LocatedYaml,
+                  loc: PathKey) -> None:
+    decl = info.params.get(key)
+    if decl is None:
+        known = ", ".join(info.params)
+        raise doc.error(loc, f"workload {info.name!r} has no parameter {key!r} (known: {known})")
+    if not values:
+        raise doc.error(loc, "empty list: give at least one value")
+    if len(set(map(repr, values))) != len(values):
+        raise doc.error(loc, "the list repeats a value")
+    for i, value in enumerate(values):
+        problem = decl.problem_with(value)
+        if problem:
+            raise doc.error(loc if len(values) == 1 else (*loc, i), problem)
+
+
+def _check_rule(rule: Rule, names: dict[str, set[str]], doc: LocatedYaml, loc: PathKey,
+                needs_workload: bool) -> None:
+    for key, known in names.items():
+        given = getattr(rule, key)
+        for name in [] if given is None else given if isinstance(given, list) else [given]:
+            if name not in known:
+                raise doc.error((*loc, key), f"no {key} named {name!r} in this matrix")
+    if needs_workload and (rule.workload is None or isinstance(rule.workload, list)):
+        raise doc.error((*loc, "workload"), "an include rule names exactly one workload")
+    if rule.params:
+        workloads = [rule.workload] if isinstance(rule.workload, str) else (
+            rule.workload or sorted(names["workload"]))
+        for key, value in rule.params.items():
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                raise doc.error((*loc, "params", key), "empty list: give at least one value")
+            if not any(key in load_workload(w).params for w in workloads):
+                raise doc.error((*loc, "params", key), f"no workload of this rule has "
+                                                         f"a parameter {key!r}")
+            if needs_workload:
+                _check_values(key, values, load_workload(workloads[0]), doc, (*loc, "params", key))

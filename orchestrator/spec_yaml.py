@@ -1,0 +1,88 @@
+"""Read a YAML file safely and remember the line of every node, so errors can point at it.
+
+PyYAML's safe loader refuses object tags; on top of it this module refuses duplicate keys
+(which PyYAML would silently overwrite) and maps each data path to its 1-based line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import SpecError
+
+PathKey = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class LocatedYaml:
+    """Parsed data plus the line where each path of it starts."""
+
+    path: Path
+    data: Any
+    lines: dict[PathKey, int]
+
+    def line_of(self, loc: PathKey) -> int | None:
+        """Line of the deepest node along `loc` that exists in the file."""
+        for depth in range(len(loc), -1, -1):
+            line = self.lines.get(tuple(loc[:depth]))
+            if line is not None:
+                return line
+        return None
+
+    def error(self, loc: PathKey, problem: str) -> SpecError:
+        return SpecError(self.path, self.line_of(loc), format_loc(loc), problem)
+
+
+def format_loc(loc: PathKey) -> str:
+    """("workloads", 0, "params") -> "workloads[0].params"."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def read_yaml(path: Path) -> LocatedYaml:
+    """Parse `path`; SpecError (with a line where possible) on anything unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(path, None, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(path, None, "", f"cannot read the file: {exc}") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = exc.problem or "malformed YAML"
+        if "could not determine a constructor" in problem:
+            problem = f"tag {exc.problem.split('tag')[-1].strip()} is not allowed (plain YAML only)"
+        raise SpecError(path, line, "", f"malformed YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(path, None, "", f"malformed YAML: {exc}") from None
+    lines: dict[PathKey, int] = {}
+    if node is not None:
+        _index(node, (), lines, path)
+    return LocatedYaml(path=path, data=data, lines=lines)
+
+
+def _index(node: yaml.Node, loc: PathKey, lines: dict[PathKey, int], path: Path) -> None:
+    lines[loc] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        seen: set[object] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise SpecError(path, line, format_loc((*loc, key)), "duplicate key")
+            seen.add(key)
+            _index(value_node, (*loc, key), lines, path)
+            lines[(*loc, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _index(item, (*loc, index), lines, path)

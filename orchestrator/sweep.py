@@ -1,0 +1,133 @@
+"""One sweep: plan the matrix, dispatch the cells, journal every result, derive the outputs.
+
+This is what `matrix run` does. Results reach the journal as each cell ends, so an
+interrupted sweep loses only the cells that were running; running it again resumes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from orchestrator import __version__
+from orchestrator.dispatch import RayDispatcher, SerialDispatcher
+from orchestrator.executors.outcome import ToolInfo
+from orchestrator.hardware import detect_local
+from orchestrator.plan import Plan, Selector, make_plan
+from orchestrator.progress import SweepProgress
+from orchestrator.records import CellRecord, Record
+from orchestrator.report import write_report
+from orchestrator.results import ResultStore
+from orchestrator.spec import MatrixSpec, load_spec
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    output: Path | None = None  # run directory; default the spec's output or reports/<name>
+    ray_address: str | None = None
+    no_ray: bool = False
+    only: tuple[Selector, ...] = ()
+    rerun: bool = False
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    run_dir: Path
+    ran: int
+    skipped: int
+    statuses: dict[str, int]  # of the cells run now
+    interrupted: bool
+
+
+def run_dir_for(spec: MatrixSpec, output: Path | None) -> Path:
+    return output or Path(spec.output or Path("reports") / spec.name)
+
+
+def tool_info() -> ToolInfo:
+    """This tool's version and git revision ("+dirty" when the tree has changes)."""
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True,
+                                  text=True, check=True, timeout=10).stdout.strip()
+
+        revision = git("rev-parse", "HEAD")
+        if git("status", "--porcelain", "--untracked-files=no"):
+            revision += "+dirty"
+    except (OSError, subprocess.SubprocessError):
+        revision = None
+    return ToolInfo(version=__version__, git_revision=revision)
+
+
+def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> SweepSummary:
+    spec = load_spec(spec_path)
+    store = ResultStore(run_dir_for(spec, options.output))
+    store.acquire()
+    try:
+        return _run_locked(spec, store, options, console)
+    finally:
+        store.release()
+
+
+def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
+                console: Console) -> SweepSummary:
+    tool = tool_info()
+    local = detect_local()
+    dispatcher: RayDispatcher | SerialDispatcher | None = None
+    if options.ray_address and not options.no_ray:  # a cluster decides which hardware exists
+        dispatcher = RayDispatcher(store.root, tool, spec.hardware, options.ray_address)
+    offered = dispatcher.offered() if dispatcher else None
+    plan = make_plan(spec, local, store.results(), options.only, offered, options.rerun)
+    _print_plan_line(console, plan, store.root)
+    statuses: Counter[str] = Counter()
+    interrupted = False
+    try:
+        if plan.to_run and dispatcher is None:
+            dispatcher = (SerialDispatcher(store.root, tool) if options.no_ray else
+                          RayDispatcher(store.root, tool, spec.hardware))
+        if plan.to_run and dispatcher is not None:
+            attempts = Counter(r.cell_id for r in store.read() if isinstance(r, CellRecord))
+            in_flight = 1 if options.no_ray or dispatcher.offered() is None else len(plan.to_run)
+            with SweepProgress(console, plan.to_run, in_flight) as progress:
+                for cell, records in dispatcher.run(plan.to_run):
+                    records = _with_attempt(records, attempts[cell.cell_id] + 1)
+                    store.append(records)
+                    record = records[-1]
+                    assert isinstance(record, CellRecord)
+                    statuses[record.status.value] += 1
+                    progress.finished(cell, record)
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("[yellow]interrupted:[/] the cells that finished are in the journal; "
+                      "run the same command again to resume.")
+    finally:
+        if dispatcher is not None:
+            dispatcher.close()
+    if store.journal.exists():
+        df = store.write_parquet()
+        write_report(store, df, plan.skipped)
+        console.print(f"results: {store.parquet}\nreport:  {store.report}")
+    return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
+                        skipped=len(plan.skipped), statuses=dict(statuses),
+                        interrupted=interrupted)
+
+
+def _with_attempt(records: list[Record], attempt: int) -> list[Record]:
+    cell = records[-1]
+    if isinstance(cell, CellRecord) and attempt > cell.attempts:
+        records = [*records[:-1], cell.model_copy(update={"attempts": attempt})]
+    return records
+
+
+def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:
+    estimate = plan.total_estimate_s()
+    eta = f", about {estimate / 60:.1f} min" if estimate else ""
+    reasons = Counter(s.reason.split(":")[0].split(" (")[0] for s in plan.skipped)
+    skipped = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+    console.print(f"run {root}: {len(plan.to_run)} cells to run{eta}"
+                  + (f"; skipped: {skipped}" if skipped else ""), highlight=False)

@@ -1,0 +1,93 @@
+"""`python -m orchestrator.worker CELL_FILE OUT_FILE`: run one cell and append its records.
+
+Runs inside the stack's container or Python environment. It imports the workload and
+nothing heavy of its own; stdout and stderr belong to the cell's log. Exit 0 when the cell
+ran; on a workload exception it appends an `error` record and exits 1, so the executor can
+tell `failed` from `oom` and `unsupported` (Contracts: worker input and output).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from orchestrator.context import Context, RecordWriter, Unsupported
+from orchestrator.hardware import cpu_model
+
+EXIT_WORKLOAD_ERROR = 1
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m orchestrator.worker CELL_FILE OUT_FILE", file=sys.stderr)
+        return 2
+    cell = json.loads(Path(argv[0]).read_text())
+    writer = RecordWriter(Path(argv[1]))
+    ctx = Context(cell=cell, writer=writer)
+    start = time.perf_counter()
+    code = 0
+    try:
+        module = importlib.import_module(f"workloads.{cell['workload']}.workload")
+        module.run(ctx)
+    except BaseException as exc:  # every failure becomes a record
+        traceback.print_exc()
+        writer.write(_error_record(exc))
+        code = EXIT_WORKLOAD_ERROR
+    writer.write({"record": "timing", "workload_s": time.perf_counter() - start})
+    writer.write(_provenance(ctx))
+    return code
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    name = type(exc).__name__
+    message = str(exc)
+    oom = isinstance(exc, MemoryError) or name == "OutOfMemoryError" or (
+        "out of memory" in message.lower() and "cuda" in message.lower())
+    kind = "unsupported" if isinstance(exc, Unsupported) else "oom" if oom else "failed"
+    return {"record": "error", "kind": kind, "type": name, "message": message[:2000]}
+
+
+def _provenance(ctx: Context) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "record": "provenance",
+        "python": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "framework": ctx.framework,
+        "framework_version": ctx.framework_version,
+        "data_sha256": ctx.data_files,
+    }
+    torch = sys.modules.get("torch")  # only if the workload imported it
+    if torch is not None:
+        record["cuda"] = torch.version.cuda
+        if torch.backends.cudnn.is_available():
+            record["cudnn"] = str(torch.backends.cudnn.version())
+        if torch.cuda.is_available():
+            record["gpu_model"] = torch.cuda.get_device_name(0)
+            record["gpu_count"] = torch.cuda.device_count()
+            record["driver"] = _nvidia_driver()
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else version
+    except Exception:  # provenance is best effort, never a failure
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

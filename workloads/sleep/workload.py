@@ -1,0 +1,54 @@
+"""The `sleep` workload: sleeps for a fixed time per epoch, or injects the fault it is told to.
+
+Its cells have a known length, so a sweep of them measures the orchestrator's own overhead;
+its faults drive the tests of failure handling with real processes and real signals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from orchestrator.context import Context, Unsupported
+
+OOM_CHUNK = 16 * 1024 * 1024
+
+
+def run(ctx: Context) -> None:
+    fault = ctx.params["fault"]
+    _inject_before(ctx, fault)
+    steps = int(ctx.params["steps"])
+    pause = float(ctx.params["seconds"]) / steps
+    for epoch in ctx.epoch_range():
+        meter = ctx.start_epoch(warmup_steps=0)
+        for _ in range(steps):
+            with meter.step(items=1):
+                time.sleep(pause)
+        ctx.end_epoch(epoch, meter)
+
+
+def _inject_before(ctx: Context, fault: str) -> None:
+    if fault == "raise":
+        raise RuntimeError("injected failure (fault: raise)")
+    if fault == "unsupported":
+        raise Unsupported("injected: this configuration is not supported (fault: unsupported)")
+    if fault == "abort":
+        os.abort()
+    if fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == "hang":
+        while True:
+            time.sleep(60)
+    if fault == "no_records":
+        os._exit(0)
+    if fault == "garbage":
+        ctx.out_path.write_text("this is not a record\n{\"record\": \"measurement\"\n")
+        os._exit(0)
+    if fault == "oom":
+        if ctx.cell.get("memory_limit_mb") is None:
+            raise RuntimeError("fault oom needs the workload's memory_limit_mb, so that it "
+                               "exhausts a limit and not the machine")
+        hoard = []
+        while True:  # until the limit: MemoryError
+            hoard.append(bytearray(OOM_CHUNK))
