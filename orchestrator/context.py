@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,7 @@ class Context:
         return self.writer.path
 
     def use_framework(self, name: str, version: str, sync: Sync = no_sync,
-                      probes: list[MemoryProbe] = ()) -> None:
+                      probes: Sequence[MemoryProbe] = ()) -> None:
         """Declare the framework, how to synchronise its device, and its memory probes."""
         self.framework, self.framework_version, self._sync = name, version, sync
         self._probes = [HostRssProbe(), *probes]
@@ -99,8 +99,11 @@ class Context:
 
     def flops_per_item(self) -> float | None:
         """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
+        name = f"workloads.{self.cell['workload']}.flops"
         try:
-            module = importlib.import_module(f"workloads.{self.cell['workload']}.flops")
-        except ModuleNotFoundError:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise  # the FLOP model exists but needs something missing: a real error
             return None
         return float(module.flops_per_item(self.params))

@@ -92,6 +92,7 @@ class EpochMeter:
     eval_s: float | None = None
     eval_items: float | None = None
     _boundary: float | None = None
+    _summary: dict[str, float | int] | None = None
 
     def __post_init__(self) -> None:
         for probe in self.probes:
@@ -124,7 +125,12 @@ class EpochMeter:
         self._boundary = None  # a later step starts a new timed region
 
     def summary(self) -> dict[str, float | int]:
-        """The epoch's measurement fields; ValueError if no step was timed."""
+        """The epoch's measurement fields, computed once; ValueError if no step was timed."""
+        if self._summary is None:
+            self._summary = self._summarise()
+        return self._summary
+
+    def _summarise(self) -> dict[str, float | int]:
         timed = self.step_s[self.warmup_steps:]
         items = sum(self.step_items[self.warmup_steps:])
         if not timed or items <= 0:

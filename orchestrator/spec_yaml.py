@@ -6,6 +6,7 @@ PyYAML's safe loader refuses object tags; on top of it this module refuses dupli
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,19 +56,24 @@ def read_yaml(path: Path) -> LocatedYaml:
         raise SpecError(path, None, "", f"cannot read the file: {exc}") from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        problem = exc.problem or "malformed YAML"
-        if "could not determine a constructor" in problem:
-            problem = f"tag {exc.problem.split('tag')[-1].strip()} is not allowed (plain YAML only)"
-        raise SpecError(path, line, "", f"malformed YAML: {problem}") from None
+        raise SpecError(path, mark.line + 1 if mark else None, "",
+                        f"malformed YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise SpecError(path, None, "", f"malformed YAML: {exc}") from None
     lines: dict[PathKey, int] = {}
     if node is not None:
         _index(node, (), lines, path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:  # the safe loader refuses object tags
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        loc = min((loc for loc, at in lines.items() if at == line), key=len, default=())
+        tag = re.search(r"'([^']+)'", exc.problem or "")
+        what = f"tag {tag.group(1)} is" if tag else "this tag is"
+        raise SpecError(path, line, format_loc(loc), f"{what} not allowed (plain YAML only)") \
+            from None
     return LocatedYaml(path=path, data=data, lines=lines)
 
 

@@ -127,7 +127,7 @@ def _with_attempt(records: list[Record], attempt: int) -> list[Record]:
 def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:
     estimate = plan.total_estimate_s()
     eta = f", about {estimate / 60:.1f} min" if estimate else ""
-    reasons = Counter(s.reason.split(":")[0].split(" (")[0] for s in plan.skipped)
+    reasons = Counter(s.reason.split(" (")[0] for s in plan.skipped)
     skipped = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     console.print(f"run {root}: {len(plan.to_run)} cells to run{eta}"
                   + (f"; skipped: {skipped}" if skipped else ""), highlight=False)

@@ -1,0 +1,92 @@
+"""The command line: bad input is one clear line and exit code 2 with nothing run;
+`--help` stays instant by importing no heavy module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT, run_cli
+
+GOOD = """
+name: clitest
+hardware: [{name: box, kind: local}]
+stacks: [{name: here, executor: process}]
+workloads: [{name: sleep, params: {seconds: 0.1}}]
+"""
+
+BAD = {
+    "malformed": "name: x\nhardware: [\n",
+    "not_a_mapping": "- a\n- b\n",
+    "unknown_key": GOOD + "repeat: 2\n",
+    "unknown_workload": GOOD.replace("name: sleep", "name: nope"),
+    "unknown_param": GOOD.replace("seconds:", "minutes:"),
+    "wrong_type": GOOD.replace("0.1", "soon"),
+    "unknown_kind": GOOD.replace("kind: local", "kind: mainframe"),
+    "empty_list": GOOD.replace("[{name: here, executor: process}]", "[]"),
+    "duplicate": GOOD.replace("[{name: box, kind: local}]",
+                              "[{name: box, kind: local}, {name: box, kind: local}]"),
+    "zero_repeats": GOOD + "repeats: 0\n",
+    "object_tag": GOOD + "output: !!python/object/apply:os.system ['touch pwned']\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_one_line_exit_2_and_nothing_runs(case, matrix_file, tmp_path):
+    path = matrix_file(BAD[case])
+    result = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}:"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "pwned").exists()
+
+
+def test_validate_counts_cells(matrix_file, tmp_path):
+    path = matrix_file(GOOD.replace("seconds: 0.1", "seconds: [0.1, 0.2]") + "repeats: 3\n")
+    result = run_cli("validate", str(path), cwd=tmp_path)
+    assert result.returncode == 0
+    assert "ok (2 configurations, 6 cells)" in result.stdout
+
+
+def test_bad_only_selector_is_a_clear_error(matrix_file, tmp_path):
+    result = run_cli("run", str(matrix_file(GOOD)), "--no-ray", "--only", "colour=red",
+                     cwd=tmp_path)
+    assert result.returncode == 2 and "no cell has" in result.stderr and "'colour'" in result.stderr
+
+
+def test_schema_is_json(tmp_path):
+    result = run_cli("schema", cwd=tmp_path)
+    assert json.loads(result.stdout)["title"] == "matrix-bench matrix file"
+
+
+def test_a_missing_run_directory_is_a_clear_error(tmp_path):
+    result = run_cli("report", str(tmp_path / "nope"), cwd=tmp_path)
+    assert result.returncode == 2 and "not a run directory" in result.stderr
+
+
+HEAVY = ("ray", "torch", "pandas", "pyarrow", "numpy", "boto3", "docker", "tensorflow",
+         "jax", "pydantic", "yaml")
+
+
+def imported_after(code: str) -> set[str]:
+    probe = (f"import sys\n{code}\n"
+             f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT, capture_output=True,
+                         text=True, check=True).stdout
+    line = next(line for line in out.splitlines() if line.startswith("HEAVY:"))
+    return set(filter(None, line.removeprefix("HEAVY:").split(",")))
+
+
+def test_help_imports_no_heavy_module():
+    code = ("from orchestrator import cli\nsys.argv = ['matrix', '--help']\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass")
+    assert imported_after(code) == set()
+
+
+def test_the_worker_imports_nothing_heavy_of_its_own(tmp_path):
+    code = "import orchestrator.worker, orchestrator.context, orchestrator.measure"
+    assert imported_after(code) == set()

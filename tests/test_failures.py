@@ -1,0 +1,90 @@
+"""Failure as data: each fault becomes one cell record with its status; other cells complete.
+
+Real processes, real signals, a real memory limit (RLIMIT_AS), a real timeout; run through
+the session's Ray cluster and, for the executor itself, without Ray.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.executors.outcome import ToolInfo
+from orchestrator.executors.process import run_cell
+from orchestrator.matrix import expand
+from orchestrator.spec import load_spec
+from tests.conftest import cell_records, run_cli
+
+FAULTS = """
+name: faults
+hardware:
+  - {name: node-a, kind: local}
+stacks:
+  - {name: here, executor: process}
+workloads:
+  - name: sleep
+    params: {seconds: 0.2, fault: [none, raise, abort, kill, hang, oom, no_records, garbage]}
+    timeout_s: 3
+    memory_limit_mb: 400
+"""
+
+EXPECTED = {
+    "none": "ok",
+    "raise": "failed",
+    "abort": "crashed",
+    "kill": "crashed",
+    "hang": "timeout",
+    "oom": "oom",
+    "no_records": "invalid_output",
+    "garbage": "invalid_output",
+}
+
+
+@pytest.mark.ray
+def test_each_fault_is_one_record_with_its_status(ray_cluster, matrix_file, tmp_path):
+    result = run_cli("run", str(matrix_file(FAULTS)), "--ray-address", ray_cluster.address,
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    cells = cell_records(tmp_path / "reports" / "faults")
+    statuses = {c["param.fault"]: c["status"] for c in cells}
+    assert statuses == EXPECTED
+    assert len(cells) == len(EXPECTED)  # one record per cell, nothing lost or doubled
+    for cell in cells:
+        if cell["status"] != "ok":
+            assert cell["error"] and "log_tail" in cell, cell
+    by_fault = {c["param.fault"]: c for c in cells}
+    assert "RuntimeError: injected failure" in by_fault["raise"]["error"]
+    assert "Traceback" in by_fault["raise"]["log_tail"]
+    assert "SIGABRT" in by_fault["abort"]["error"] and "SIGKILL" in by_fault["kill"]["error"]
+    assert "MemoryError" in by_fault["oom"]["error"]
+    assert 3 <= by_fault["hang"]["wall_s"] < 10  # killed at its timeout, not left hanging
+    report = (tmp_path / "reports" / "faults" / "report.md").read_text()
+    assert "Cells that did not finish ok (7)" in report
+
+
+def test_stack_pins_are_checked_before_running(matrix_file, tmp_path):
+    spec = load_spec(matrix_file("""
+        name: pins
+        hardware: [{name: box, kind: local}]
+        stacks:
+          - {name: old-python, executor: process, python: "2.7"}
+          - {name: no-such-tf, executor: process, framework: tensorflow,
+             framework_version: "1.0"}
+        workloads: [{name: sleep, params: {seconds: 0.1}}]
+        """))
+    for cell in expand(spec):
+        records = run_cell(cell, tmp_path / "run", ToolInfo("test", None))
+        assert records[-1].status == "stack_mismatch", records[-1]
+        assert cell.stack.name in records[-1].error
+        assert len(records) == 2  # provenance and cell: nothing ran
+
+
+def test_a_memory_limit_without_evidence_is_not_called_oom(matrix_file, tmp_path):
+    spec = load_spec(matrix_file("""
+        name: kill
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: sleep, params: {fault: kill}}]
+        """))
+    (cell,) = expand(spec)
+    records = run_cell(cell, tmp_path / "run", ToolInfo("test", None))
+    assert records[-1].status == "crashed"  # SIGKILL alone is no evidence of memory

@@ -1,0 +1,81 @@
+"""The epoch meter: synchronise before every clock read, exclude warm-up, count items."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.measure import EpochMeter, HostRssProbe
+
+
+class ScriptedClock:
+    """A clock that returns given times and logs each read next to the syncs."""
+
+    def __init__(self, times: list[float], log: list[str]) -> None:
+        self.times, self.log = iter(times), log
+
+    def __call__(self) -> float:
+        self.log.append("clock")
+        return next(self.times)
+
+
+def meter_with(times: list[float], warmup: int):
+    log: list[str] = []
+    meter = EpochMeter(warmup_steps=warmup, sync=lambda: log.append("sync"),
+                       clock=ScriptedClock(times, log))
+    return meter, log
+
+
+def test_warmup_steps_are_excluded_and_counted():
+    # boundaries at 0, 5 (warm-up step), 6, 7.5, 8.5
+    meter, _ = meter_with([0.0, 5.0, 6.0, 7.5, 8.5], warmup=1)
+    for items in (100, 10, 20, 30):
+        with meter.step(items=items):
+            pass
+    summary = meter.summary()
+    assert summary["warmup_steps"] == 1 and summary["warmup_s"] == 5.0
+    assert summary["steps"] == 3
+    assert summary["items"] == 60 and summary["train_s"] == pytest.approx(3.5)
+    assert summary["items_per_s"] == pytest.approx(60 / 3.5)
+    assert summary["step_s_median"] == pytest.approx(1.0)
+    assert summary["step_s_p90"] == pytest.approx(1.4)  # between 1.0 and 1.5
+
+
+def test_the_device_is_synchronised_before_every_clock_read():
+    meter, log = meter_with([0.0, 1.0, 2.0, 3.0, 4.0], warmup=0)
+    for _ in range(2):
+        with meter.step(items=1):
+            pass
+    with meter.evaluation() as ev:
+        ev.items = 5
+    reads = [i for i, entry in enumerate(log) if entry == "clock"]
+    assert len(reads) == 5 and all(log[i - 1] == "sync" for i in reads)
+
+
+def test_evaluation_is_timed_apart_from_training():
+    meter, _ = meter_with([0.0, 2.0, 10.0, 14.0], warmup=0)
+    with meter.step(items=8):
+        pass
+    with meter.evaluation() as ev:
+        ev.items = 40
+    summary = meter.summary()
+    assert summary["train_s"] == 2.0 and summary["eval_s"] == 4.0
+    assert summary["eval_items_per_s"] == 10.0
+
+
+def test_an_epoch_with_only_warmup_is_an_error():
+    meter, _ = meter_with([0.0, 1.0], warmup=3)
+    with meter.step(items=1):
+        pass
+    with pytest.raises(ValueError, match="no timed step"):
+        meter.summary()
+
+
+def test_host_rss_peak_follows_a_real_allocation():
+    probe = HostRssProbe()
+    probe.reset()
+    before = probe.read()["host_rss_peak_bytes"]
+    block = bytearray(64 * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page
+    after = probe.read()["host_rss_peak_bytes"]
+    del block
+    assert after - before > 60 * 1024 * 1024

@@ -1,0 +1,34 @@
+"""Dispatch through a real two-node Ray cluster: each cell lands on its hardware's node."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import cell_records, run_cli
+
+pytestmark = pytest.mark.ray
+
+TWO_NODES = """
+name: placement
+hardware:
+  - {name: node-a, kind: local}
+  - {name: node-b, kind: local}
+  - {name: node-c, kind: local}
+stacks:
+  - {name: here, executor: process}
+workloads:
+  - {name: sleep, params: {seconds: 0.2, steps: [1, 2]}}
+repeats: 2
+"""
+
+
+def test_cells_land_only_on_the_node_of_their_hardware(ray_cluster, matrix_file, tmp_path):
+    result = run_cli("run", str(matrix_file(TWO_NODES)), "--ray-address", ray_cluster.address,
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "4 no node of the cluster offers hw:node-c" in result.stdout
+    cells = cell_records(tmp_path / "reports" / "placement")
+    assert len(cells) == 8 and {c["status"] for c in cells} == {"ok"}
+    for cell in cells:
+        assert cell["node_id"] == ray_cluster.node_of_hw[cell["hardware"]], cell
+    assert {c["hardware"] for c in cells} == {"node-a", "node-b"}

@@ -1,0 +1,136 @@
+"""The result store: journal batches, torn lines, lock, parquet, and the schema document."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from orchestrator.errors import RunLockedError
+from orchestrator.records import (
+    SCHEMA_VERSION,
+    CellRecord,
+    MeasurementRecord,
+    ProvenanceRecord,
+)
+from orchestrator.registry import available_workloads, load_workload
+from orchestrator.results import JournalWarning, ResultStore
+from tests.conftest import PROJECT
+
+IDENTITY = {"run": "r", "config_id": "c1", "repeat": 1}
+
+
+def batch(cell_id: str, status: str = "ok", epochs: int = 2, rate: float = 100.0):
+    ident = {**IDENTITY, "cell_id": cell_id}
+    measurements = [MeasurementRecord(**ident, epoch=e, train_s=1.0, items=rate,
+                                      item_unit="word", items_per_s=rate)
+                    for e in range(1, epochs + 1)]
+    cell = CellRecord(**ident, status=status, started_at="2026-01-01T00:00:00+00:00",
+                      wall_s=2.0, hardware="h", stack="s", workload="sleep",
+                      **{"param.seconds": 1.0})
+    return [ProvenanceRecord(**ident, hostname="x"), *measurements, cell]
+
+
+def test_batches_round_trip(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a"))
+    store.append(batch("b", status="failed", epochs=0))
+    results = {r.cell.cell_id: r for r in store.results()}
+    assert len(results["a"].measurements) == 2 and results["a"].provenance.hostname == "x"
+    assert results["b"].cell.status == "failed" and store.done_cell_ids() == {"a"}
+    assert results["a"].cell.params() == {"seconds": 1.0}
+
+
+def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a"))
+    with open(store.journal, "a") as handle:
+        handle.write('{"schema_version": 1, "run": "r", "cell_id": "b", "rec')
+    with pytest.warns(JournalWarning, match="torn last line"):
+        results = store.results()
+    assert [r.cell.cell_id for r in results] == ["a"]
+
+
+def test_a_torn_batch_is_not_counted_twice(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a", rate=1.0)[:-1])  # killed before the cell record
+    store.append(batch("a", rate=2.0))  # the rerun
+    (result,) = store.results()
+    assert [m.items_per_s for m in result.measurements] == [2.0, 2.0]
+
+
+def test_the_final_attempt_wins(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a", status="timeout", epochs=0))
+    store.append(batch("a", rate=3.0))
+    (result,) = store.results()
+    assert result.cell.status == "ok" and len(result.measurements) == 2
+
+
+def test_newer_schema_is_refused_not_misread(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a"))
+    line = json.loads(store.journal.read_text().splitlines()[0])
+    line["schema_version"] = SCHEMA_VERSION + 1
+    with open(store.journal, "a") as handle:
+        handle.write(json.dumps(line) + "\n")
+    with pytest.warns(JournalWarning, match="newer than this matrix-bench"):
+        store.read()
+
+
+def test_a_live_owner_locks_the_run_directory(tmp_path):
+    first = ResultStore(tmp_path / "run")
+    first.acquire()
+    with pytest.raises(RunLockedError, match=f"pid {os.getpid()}"):
+        ResultStore(tmp_path / "run").acquire()
+    first.release()
+    ResultStore(tmp_path / "run").acquire()  # free again
+
+
+def test_a_dead_owners_lock_is_taken_over(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "run").mkdir()
+    import socket
+
+    (tmp_path / "run" / "run.lock").write_text(
+        json.dumps({"pid": int(dead), "host": socket.gethostname()}))
+    ResultStore(tmp_path / "run").acquire()
+    assert json.loads((tmp_path / "run" / "run.lock").read_text())["pid"] == os.getpid()
+
+
+def test_parquet_is_the_flat_join(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a", rate=10.0))
+    store.append(batch("b", status="crashed", epochs=0))
+    store.write_parquet()
+    df = pd.read_parquet(store.parquet)
+    assert len(df) == 3  # two measurements of a, one row for b
+    assert set(df[df.cell_id == "a"].items_per_s) == {10.0}
+    assert df[df.cell_id == "b"].epoch.isna().all()
+    assert set(df.hostname) == {"x"} and "param.seconds" in df
+    assert not list(tmp_path.glob(".*.tmp"))  # written through a rename
+
+
+def documented_columns() -> set[str]:
+    text = (PROJECT / "docs" / "results-schema.md").read_text()
+    return set(re.findall(r"^\| `([^`]+)` \|", text, flags=re.MULTILINE))
+
+
+def test_the_schema_document_agrees_with_the_code():
+    fields = set()
+    for model in (MeasurementRecord, CellRecord, ProvenanceRecord):
+        fields |= set(model.model_fields)
+    metrics = {m for w in available_workloads() for m in load_workload(w).metrics}
+    assert documented_columns() == fields | metrics | {"param.<name>"}
+
+
+def test_every_workload_metric_names_its_unit():
+    for workload in available_workloads():
+        for metric in load_workload(workload).metrics:
+            assert re.search(r"_(s|bytes|per_s|usd|us|ms|flops)(_|$)", metric), metric

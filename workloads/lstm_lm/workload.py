@@ -1,0 +1,192 @@
+"""The `lstm_lm` workload: seed 000's word-level LSTM language model, measured per epoch.
+
+Embedding -> Dropout -> LSTM -> Dropout -> Linear (untied), Adam, cross-entropy, truncated
+BPTT over a token stream batchified into `batch_size` columns (as pytorch/examples
+word_language_model does), the hidden state carried across windows and detached. Data is
+tokenized and moved to the device before any clock starts; each training step counts its
+target words (no padding here, so all of them are real), evaluation is timed apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from orchestrator import datasets
+from orchestrator.context import Context, Unsupported
+from orchestrator.measure import TorchCudaProbe, no_sync
+
+Hidden = tuple[torch.Tensor, torch.Tensor]
+SPLITS = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")
+
+
+@dataclass
+class Corpus:
+    """Token ids of the training and evaluation streams, and the vocabulary size."""
+
+    train: torch.Tensor  # 1-D int64
+    valid: torch.Tensor  # 1-D int64
+    vocab: int
+    sha256: dict[str, str] = field(default_factory=dict)  # data file -> sha256
+
+
+def tokenize(paths: list[Path]) -> tuple[list[torch.Tensor], dict[str, int]]:
+    """pytorch/examples' tokenizer: whitespace split, "<eos>" per line, one vocab over all."""
+    words: dict[str, int] = {}
+    streams = []
+    for path in paths:
+        ids: list[int] = []
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                for word in [*line.split(), "<eos>"]:
+                    ids.append(words.setdefault(word, len(words)))
+        streams.append(torch.tensor(ids, dtype=torch.int64))
+    return streams, words
+
+
+def load_corpus(params: dict[str, Any]) -> Corpus:
+    """WikiText-2 from the dataset cache (sha256-checked), or seeded random tokens."""
+    if params["dataset"] == "wikitext2":
+        paths = datasets.fetch("wikitext2")
+        (train, valid, _test), words = tokenize([paths[name] for name in SPLITS])
+        hashes = {name: datasets.sha256_of(paths[name]) for name in SPLITS}
+        return Corpus(train, valid, len(words), hashes)
+    generator = torch.Generator().manual_seed(int(params["seed"]))
+    vocab = int(params["vocab"])
+    train = torch.randint(vocab, (int(params["synthetic_tokens"]),), generator=generator)
+    valid = torch.randint(vocab, (int(params["eval_tokens"]),), generator=generator)
+    return Corpus(train, valid, vocab)
+
+
+def batchify(tokens: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """(rows, batch_size): the stream cut into batch_size contiguous columns, tail dropped."""
+    rows = tokens.numel() // batch_size
+    return tokens[: rows * batch_size].view(batch_size, rows).t().contiguous()
+
+
+def windows(data: torch.Tensor, seq_len: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(inputs, targets) of up to seq_len rows; targets are the inputs shifted by one."""
+    for start in range(0, data.size(0) - 1, seq_len):
+        length = min(seq_len, data.size(0) - 1 - start)
+        yield data[start : start + length], data[start + 1 : start + 1 + length]
+
+
+class LstmLM(nn.Module):
+    """The seed's model: untied embedding and output projection around an nn.LSTM."""
+
+    def __init__(self, vocab: int, emb_dim: int, hidden: int, layers: int,
+                 dropout: float) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab, emb_dim)
+        self.drop = nn.Dropout(dropout)
+        self.lstm = nn.LSTM(emb_dim, hidden, layers, dropout=dropout if layers > 1 else 0.0)
+        self.decoder = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens: torch.Tensor, state: Hidden) -> tuple[torch.Tensor, Hidden]:
+        output, state = self.lstm(self.drop(self.embedding(tokens)), state)
+        return self.decoder(self.drop(output)), state
+
+    def initial_state(self, batch_size: int) -> Hidden:
+        weight = self.decoder.weight
+        shape = (self.lstm.num_layers, batch_size, self.lstm.hidden_size)
+        return weight.new_zeros(shape), weight.new_zeros(shape)
+
+
+def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """fp16/bf16 autocast; fp32 and tf32 run without it (TF32 is a backend switch)."""
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    if precision in dtypes:
+        return torch.autocast(device.type, dtype=dtypes[precision])
+    return contextlib.nullcontext()
+
+
+def _set_precision(precision: str, device: torch.device) -> None:
+    """TF32 on only for tf32; fp16 and tf32 need a GPU (the registry marks them gpu_only)."""
+    if device.type != "cuda" and precision in ("tf32", "fp16"):
+        raise Unsupported(f"precision {precision} needs a GPU")
+    allow_tf32 = precision == "tf32"  # fp32 means true fp32, also outside autocast regions
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+
+
+def run(ctx: Context) -> None:
+    """Train for ctx.epochs epochs; one measurement record per epoch."""
+    p = ctx.params
+    if ctx.gpus > 1:  # the seed is single-GPU; idle GPUs would make the row lie about its hardware
+        raise Unsupported(f"lstm_lm trains on one device; this hardware has gpus={ctx.gpus}")
+    device = torch.device(ctx.device)
+    if device.type == "cuda":
+        ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
+                          probes=[TorchCudaProbe(device)])
+    else:
+        ctx.use_framework("torch", torch.__version__, sync=no_sync, probes=[])
+    precision = str(p["precision"])
+    _set_precision(precision, device)
+    torch.manual_seed(int(p["seed"]))
+
+    corpus = load_corpus(p)
+    ctx.data_files.update(corpus.sha256)
+    batch_size, seq_len, warmup = int(p["batch_size"]), int(p["seq_len"]), int(p["warmup_steps"])
+    train = batchify(corpus.train, batch_size).to(device)
+    valid = batchify(corpus.valid, batch_size).to(device)
+    train_steps = len(range(0, train.size(0) - 1, seq_len))
+    if train_steps < warmup + 1:
+        raise ValueError(
+            f"the training stream gives {train_steps} steps of batch_size {batch_size} x seq_len "
+            f"{seq_len}, not more than warmup_steps={warmup}: use more tokens or smaller batches")
+
+    model = LstmLM(corpus.vocab, int(p["emb_dim"]), int(p["hidden"]), int(p["layers"]),
+                   float(p["dropout"])).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    criterion = nn.CrossEntropyLoss()
+    clip = float(p["clip"])
+
+    for epoch in ctx.epoch_range():
+        model.train()
+        state = model.initial_state(batch_size)
+        meter = ctx.start_epoch(warmup)
+        for inputs, targets in windows(train, seq_len):
+            with meter.step(items=targets.numel()):
+                state = (state[0].detach(), state[1].detach())
+                optimizer.zero_grad(set_to_none=True)
+                with _autocast(precision, device):
+                    logits, state = model(inputs, state)
+                    loss = criterion(logits.view(-1, corpus.vocab), targets.reshape(-1))
+                scaler.scale(loss).backward()
+                if clip > 0:
+                    scaler.unscale_(optimizer)
+                    nn.utils.clip_grad_norm_(model.parameters(), clip)
+                scaler.step(optimizer)
+                scaler.update()
+        if valid.size(0) > 1:
+            with meter.evaluation() as ev:
+                ev.items = evaluate(model, valid, seq_len, precision, device)
+        summary = meter.summary()
+        metrics = {"train_words_per_s": summary["items_per_s"]}
+        if "eval_items_per_s" in summary:
+            metrics["eval_words_per_s"] = summary["eval_items_per_s"]
+        ctx.end_epoch(epoch, meter, **metrics)
+
+
+def evaluate(model: LstmLM, data: torch.Tensor, seq_len: int, precision: str,
+             device: torch.device) -> int:
+    """Forward passes with the loss over the whole stream (as the seed); target words seen."""
+    model.eval()
+    criterion = nn.CrossEntropyLoss(reduction="sum")
+    total = torch.zeros((), device=device)  # stays on the device: no sync per window
+    words = 0
+    with torch.no_grad(), _autocast(precision, device):
+        state = model.initial_state(data.size(1))
+        for inputs, targets in windows(data, seq_len):
+            logits, state = model(inputs, state)
+            total += criterion(logits.view(-1, logits.size(-1)), targets.reshape(-1)).float()
+            words += targets.numel()
+    model.train()
+    return words
