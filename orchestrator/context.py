@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from orchestrator.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
@@ -24,29 +21,31 @@ class Unsupported(Exception):
 
 
 class RecordWriter:
-    """Appends the worker's records to OUT_FILE, one JSON object per line, flushed each time."""
+    """Appends the worker's records to OUT_FILE, one JSON object per line.
 
-    def __init__(self, path: Path) -> None:
+    Each line is flushed, so a crash after it loses nothing; no fsync: the executor reads
+    the file once the process has ended, and the journal it writes is what gets fsync'd.
+    """
+
+    def __init__(self, path: str) -> None:
         self.path = path
 
     def write(self, record: dict[str, Any]) -> None:
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
 
 
-@dataclass
 class Context:
     """The running cell as a workload sees it."""
 
-    cell: dict[str, Any]  # the cell file's content (orchestrator.matrix.Cell as JSON)
-    writer: RecordWriter
-    framework: str | None = None  # set by the workload through use_framework()
-    framework_version: str | None = None
-    data_files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    _sync: Sync = no_sync
-    _probes: list[MemoryProbe] = field(default_factory=lambda: [HostRssProbe()])
+    def __init__(self, cell: dict[str, Any], writer: RecordWriter) -> None:
+        self.cell = cell  # the cell file's content (orchestrator.matrix.Cell as JSON)
+        self.writer = writer
+        self.framework: str | None = None  # set by the workload through use_framework()
+        self.framework_version: str | None = None
+        self.data_files: dict[str, str] = {}  # data file name -> sha256
+        self._sync: Sync = no_sync
+        self._probes: list[MemoryProbe] = [HostRssProbe()]
 
     @property
     def params(self) -> dict[str, Any]:
@@ -66,7 +65,7 @@ class Context:
         return "cuda" if self.gpus > 0 else "cpu"
 
     @property
-    def out_path(self) -> Path:
+    def out_path(self) -> str:
         return self.writer.path
 
     def use_framework(self, name: str, version: str, sync: Sync = no_sync,

@@ -8,9 +8,9 @@ were judged against and its source, so a figure above it is caught as implausibl
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass
-from pathlib import Path
+
+from orchestrator.host import cpu_model, hostname
 
 TERA = 1e12
 
@@ -79,20 +79,9 @@ def detect_local() -> LocalMachine:
     except Exception:  # no library, no driver, or no GPU: a CPU machine
         gpu_count = 0
     return LocalMachine(
-        hostname=platform.node(),
+        hostname=hostname(),
         cpu_model=cpu_model(),
         cpu_count=os.cpu_count() or 1,
         gpu_count=gpu_count,
         gpu_model=gpu_model,
     )
-
-
-def cpu_model() -> str | None:
-    """The CPU's model name as the kernel reports it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None

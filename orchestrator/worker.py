@@ -11,16 +11,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import platform
-import socket
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from orchestrator.context import Context, RecordWriter, Unsupported
-from orchestrator.hardware import cpu_model
+from orchestrator.host import cpu_model, hostname, python_version
 
 EXIT_WORKLOAD_ERROR = 1
 
@@ -29,8 +26,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m orchestrator.worker CELL_FILE OUT_FILE", file=sys.stderr)
         return 2
-    cell = json.loads(Path(argv[0]).read_text())
-    writer = RecordWriter(Path(argv[1]))
+    with open(argv[0], encoding="utf-8") as handle:
+        cell = json.load(handle)
+    writer = RecordWriter(argv[1])
     ctx = Context(cell=cell, writer=writer)
     start = time.perf_counter()
     code = 0
@@ -58,8 +56,8 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
 def _provenance(ctx: Context) -> dict[str, Any]:
     record: dict[str, Any] = {
         "record": "provenance",
-        "python": platform.python_version(),
-        "hostname": socket.gethostname(),
+        "python": python_version(),
+        "hostname": hostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "framework": ctx.framework,

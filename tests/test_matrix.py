@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from orchestrator.matrix import expand, excluded, incompatibility
+from orchestrator.matrix import excluded, expand, incompatibility
 from orchestrator.spec import load_spec
 
 BASE = """

@@ -43,7 +43,8 @@ def _inject_before(ctx: Context, fault: str) -> None:
     if fault == "no_records":
         os._exit(0)
     if fault == "garbage":
-        ctx.out_path.write_text("this is not a record\n{\"record\": \"measurement\"\n")
+        with open(ctx.out_path, "w", encoding="utf-8") as handle:
+            handle.write("this is not a record\n{\"record\": \"measurement\"\n")
         os._exit(0)
     if fault == "oom":
         if ctx.cell.get("memory_limit_mb") is None:
