@@ -67,8 +67,9 @@ class RayDispatcher:
         try:
             if self.embedded:
                 local = {hw_resource(h.name): 1.0 for h in hardware if h.kind == "local"}
-                ray.init(resources=local, include_dashboard=False, log_to_driver=False,
-                         object_store_memory=EMBEDDED_OBJECT_STORE_BYTES,
+                # "local": always a new instance, never a cluster that happens to run here.
+                ray.init(address="local", resources=local, include_dashboard=False,
+                         log_to_driver=False, object_store_memory=EMBEDDED_OBJECT_STORE_BYTES,
                          configure_logging=False, namespace="matrix-bench")
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False,

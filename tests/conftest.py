@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,7 +17,6 @@ import pytest
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"
-BIN = Path(sys.executable).parent
 
 
 def write(path: Path, text: str) -> Path:
@@ -63,44 +60,28 @@ class RayCluster:
     node_of_hw: dict[str, str]  # hardware name -> Ray node id offering it
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
-    """A real Ray cluster on loopback: head offers hw:node-a, a second node hw:node-b."""
-    ray = shutil.which("ray", path=str(BIN)) or shutil.which("ray")
-    if ray is None:
-        pytest.fail("the ray CLI is not installed: the Ray tests need it (pip install ray)")
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
+    """A real Ray cluster on loopback: the head offers hw:node-a, a second node hw:node-b.
+
+    Separate raylet processes, so placement and node loss are real; `Cluster` stops only
+    its own nodes, never another Ray on the machine.
+    """
     # Ray's token authentication: one token for the head, the nodes and every client.
+    # Ray reads these when it is imported, so they are set first.
     token = tmp_path_factory.mktemp("ray") / "auth_token"
     token.write_text(secrets.token_hex(32))
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--num-cpus=2", "--disable-usage-stats", "--object-store-memory=100000000"]
-    subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=60)
-    subprocess.run([ray, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-                    "--include-dashboard=false", '--resources={"hw:node-a": 1}', *common],
-                   env=env, check=True, capture_output=True, timeout=120)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token),
+                      RAY_USAGE_STATS_ENABLED="0")
+    from ray.cluster_utils import Cluster
+    node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}
+    cluster = Cluster(initialize_head=True, connect=False, head_node_args={
+        **node_args, "resources": {"hw:node-a": 1}, "include_dashboard": False})
     try:
-        subprocess.run([ray, "start", f"--address={address}", "--node-ip-address=127.0.0.1",
-                        '--resources={"hw:node-b": 1}', *common],
-                       env=env, check=True, capture_output=True, timeout=120)
-        probe = (
-            "import json, ray\n"
-            f"ray.init(address='{address}', log_to_driver=False)\n"
-            "print(json.dumps({k: n['NodeID'] for n in ray.nodes() if n['Alive']"
-            " for k in n['Resources'] if k.startswith('hw:')}))\n"
-        )
-        out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
-                             capture_output=True, text=True, timeout=120).stdout
-        nodes = {k.removeprefix("hw:"): v for k, v in json.loads(out.splitlines()[-1]).items()}
-        assert set(nodes) == {"node-a", "node-b"}, nodes
-        yield RayCluster(address=address, node_of_hw=nodes)
+        cluster.add_node(**node_args, resources={"hw:node-b": 1})
+        cluster.wait_for_nodes()
+        nodes = {"node-a": cluster.head_node.node_id,
+                 "node-b": next(n.node_id for n in cluster.worker_nodes)}
+        yield RayCluster(address=cluster.address, node_of_hw=nodes)
     finally:
-        subprocess.run([ray, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        cluster.shutdown()
