@@ -32,7 +32,7 @@ Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already fi
 def _console():
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 def _selectors(only: list[str] | None):

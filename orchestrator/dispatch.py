@@ -10,6 +10,7 @@ same cells in this process's environment without Ray (`--no-ray`).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -64,6 +65,9 @@ class RayDispatcher:
         self.run_root, self.tool = run_root, tool
         address = address or os.environ.get("RAY_ADDRESS")
         self.embedded = not address
+        # ray.init installs its own SIGTERM handler, which ends the driver at once; the
+        # sweep's handler (stop like Ctrl-C, keep what finished) is put back afterwards.
+        sigterm = signal.getsignal(signal.SIGTERM)
         try:
             if self.embedded:
                 local = {hw_resource(h.name): 1.0 for h in hardware if h.kind == "local"}
@@ -75,8 +79,11 @@ class RayDispatcher:
                 ray.init(address=address, log_to_driver=False, configure_logging=False,
                          namespace="matrix-bench")
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise DispatchError(f"cannot connect to the Ray cluster at {address}: "
-                                f"{str(exc).splitlines()[0]}") from None
+            what = "start an embedded Ray" if self.embedded else f"reach Ray at {address}"
+            raise DispatchError(f"cannot {what}: {str(exc).splitlines()[0]}") from None
+        finally:
+            if sigterm is not None:
+                signal.signal(signal.SIGTERM, sigterm)
         self._task = ray.remote(_run_cell_on_node)
 
     def offered(self) -> set[str] | None:

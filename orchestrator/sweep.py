@@ -6,6 +6,7 @@ interrupted sweep loses only the cells that were running; running it again resum
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections import Counter
 from dataclasses import dataclass
@@ -68,10 +69,17 @@ def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> Sweep
     spec = load_spec(spec_path)
     store = ResultStore(run_dir_for(spec, options.output))
     store.acquire()
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         return _run_locked(spec, store, options, console)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         store.release()
+
+
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler, `kill`) stops the sweep the way Ctrl-C does."""
+    raise KeyboardInterrupt
 
 
 def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
