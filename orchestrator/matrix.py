@@ -47,10 +47,6 @@ class Cell(BaseModel):
     config_id: str
     cell_id: str
 
-    def label(self) -> str:
-        """Short human name: workload and the parameters the matrix varies are added by callers."""
-        return f"{self.workload} on {self.hardware.name}/{self.stack.name} #{self.repeat}"
-
 
 def content_hash(content: object) -> str:
     """Stable hash of JSON-able content, independent of key order."""

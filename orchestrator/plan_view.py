@@ -10,7 +10,7 @@ from rich.table import Table
 
 from orchestrator.hardware import detect_local
 from orchestrator.plan import Selector, make_plan
-from orchestrator.progress import _varying_params
+from orchestrator.progress import varying_params
 from orchestrator.results import ResultStore
 from orchestrator.spec import load_spec
 from orchestrator.sweep import run_dir_for
@@ -23,7 +23,7 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
     spec = load_spec(spec_path)
     store = ResultStore(run_dir_for(spec, output))
     plan = make_plan(spec, detect_local(), store.results(), only, None, rerun)
-    varying = sorted(_varying_params([*plan.to_run, *(s.cell for s in plan.skipped)]))
+    varying = sorted(varying_params([*plan.to_run, *(s.cell for s in plan.skipped)]))
 
     table = Table(title=f"{len(plan.to_run)} cells to run ({store.root})")
     for column in ["workload", "hardware", "stack", *varying, "epochs", "repeat", "estimate"]:

@@ -36,7 +36,7 @@ class SweepProgress:
         self.total = len(cells)
         self.in_flight = in_flight
         self.statuses: Counter[str] = Counter()
-        self.varying = _varying_params(cells)
+        self.varying = varying_params(cells)
         self.progress = Progress(
             TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(),
             TextColumn("{task.fields[summary]}"), TimeElapsedColumn(), TextColumn("ETA"),
@@ -67,7 +67,8 @@ class SweepProgress:
         return f"done {done}, running {running}, failed {failed}"
 
 
-def _varying_params(cells: list[Cell]) -> set[str]:
+def varying_params(cells: list[Cell]) -> set[str]:
+    """The parameters that take more than one value among `cells`."""
     values: dict[str, set[str]] = {}
     for cell in cells:
         for key, value in cell.params.items():

@@ -87,6 +87,7 @@ def _median(group: pd.DataFrame, column: str) -> float | None:
 def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
     info = load_workload(workload)
     unit = info.item_unit
+    rows = rows.dropna(axis=1, how="all")  # other workloads' parameters
     summary = config_summary(rows)
     varying = [c for c in summary.columns if c.startswith("param.")
                and summary[c].astype(str).nunique() > 1]
@@ -111,7 +112,7 @@ def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
         cells += [row["flags"] or ""]
         table.append(cells)
     fixed = {c.removeprefix("param."): rows[c].iloc[0] for c in rows.columns
-             if c.startswith("param.") and f"param.{c.removeprefix('param.')}" not in varying}
+             if c.startswith("param.") and c not in varying}
     settings = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(fixed.items()))
     return [f"## {workload}", "", f"{info.description}", "",
             f"Medians over each configuration's timed epochs (n = samples, repeats); spread = "
