@@ -92,6 +92,9 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     offered = dispatcher.offered() if dispatcher else None
     plan = make_plan(spec, local, store.results(), options.only, offered, options.rerun)
     _print_plan_line(console, plan, store.root)
+    if spec.budget_usd is not None:
+        console.print(f"[yellow]note:[/] budget_usd {spec.budget_usd:g} is not enforced: no "
+                      "hardware here has a price (prices come with EC2 hardware)")
     statuses: Counter[str] = Counter()
     interrupted = False
     try:
