@@ -74,3 +74,10 @@ def test_without_ray_the_default_dispatcher_says_what_to_do(matrix_file, tmp_pat
     result = run_without_ray(["run", str(matrix_file(SLEEPS))], tmp_path)
     assert result.returncode == 2
     assert "Ray is not installed" in result.stderr and "--no-ray" in result.stderr
+
+
+def test_an_unenforceable_budget_is_said_not_ignored(matrix_file, tmp_path):
+    path = str(matrix_file(SLEEPS + "budget_usd: 5\n"))
+    result = run_cli("run", path, "--no-ray", "--only", "seconds=0.1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "budget_usd 5 is not enforced" in result.stdout
