@@ -79,7 +79,13 @@ class Context:
         return iter(range(1, self.epochs + 1))
 
     def start_epoch(self, warmup_steps: int) -> EpochMeter:
+        """The meter of one epoch (or timed round): resets the memory peaks, then times."""
         return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, probes=self._probes)
+
+    def timer(self, warmup_steps: int) -> EpochMeter:
+        """A meter for a second timed region inside an epoch (e.g. forward-only passes):
+        the same device synchronisation, no memory probes (the epoch's meter has them)."""
+        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync)
 
     def end_epoch(self, epoch: int, meter: EpochMeter, **metrics: float) -> dict[str, Any]:
         """Append the epoch's measurement record, with workload metrics named with units."""
