@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -72,7 +73,20 @@ class Context:
                       probes: Sequence[MemoryProbe] = ()) -> None:
         """Declare the framework, how to synchronise its device, and its memory probes."""
         self.framework, self.framework_version, self._sync = name, version, sync
-        self._probes = [HostRssProbe(), *probes]
+        self._probes = [HostRssProbe(), *probes, *self._gpu_probes()]
+
+    def _gpu_probes(self) -> list[MemoryProbe]:
+        """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""
+        if self.gpus == 0:
+            return []
+        try:
+            from orchestrator.nvml import NvmlProbe, Sampler, nvml_reader, visible_gpu_ids
+
+            return [NvmlProbe(Sampler(nvml_reader(visible_gpu_ids())))]
+        except Exception as exc:  # no nvidia-ml-py or no driver: measure without it, say so
+            print(f"matrix-bench: NVML sampling off ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
+            return []
 
     def epoch_range(self) -> Iterator[int]:
         """1-based epoch numbers."""

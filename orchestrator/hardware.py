@@ -40,7 +40,7 @@ class Peak:
     """The peak a measurement is judged against."""
 
     flops: float  # FLOP/s of all the devices the cell used together
-    source: str  # "datasheet" or "measured"
+    source: str  # "datasheet", "measured" or "estimate" (the local CPU)
 
 
 def datasheet_peak(gpu_model: str | None, precision: str, devices: int) -> Peak | None:
@@ -52,6 +52,46 @@ def datasheet_peak(gpu_model: str | None, precision: str, devices: int) -> Peak 
             per_device = DATASHEET_PEAKS[key].get(precision)
             return None if per_device is None else Peak(per_device * devices, "datasheet")
     return None
+
+
+def cpu_peak_estimate(cpuinfo: str | None = None, cpus: int | None = None,
+                      max_mhz: float | None = None) -> Peak | None:
+    """An upper bound on this CPU's fp32 FLOP/s: usable CPUs x clock x FLOPs per cycle.
+
+    FLOPs per cycle from the widest vector FMA the flags show, assuming two FMA units
+    (server cores have them): AVX-512 16 lanes x 2 (FMA) x 2 = 64, AVX2+FMA 32, AVX 16,
+    SSE 8. The clock is the highest the kernel reports. Hyperthreads share their core's
+    units, so on hosts that count them the bound is loose; it is a peak, not a prediction.
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as handle:
+                cpuinfo = handle.read()
+        except OSError:
+            return None
+    flags = set()
+    mhz = []
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            flags = set(value.split())
+        elif key.strip() == "cpu MHz":
+            mhz.append(float(value))
+    clock = max_mhz or _max_cpu_mhz() or (max(mhz) if mhz else None)
+    if not clock:
+        return None
+    per_cycle = (64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags
+                 else 16 if "avx" in flags else 8)
+    usable = cpus or len(os.sched_getaffinity(0))
+    return Peak(usable * clock * 1e6 * per_cycle, "estimate")
+
+
+def _max_cpu_mhz() -> float | None:
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as handle:
+            return int(handle.read()) / 1000
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)

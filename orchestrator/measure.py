@@ -25,8 +25,10 @@ def no_sync() -> None:
 
 
 class MemoryProbe(Protocol):
+    """Reset at the start of an epoch, read at its end: memory peaks and device counters."""
+
     def reset(self) -> None: ...
-    def read(self) -> dict[str, int]: ...
+    def read(self) -> dict[str, float | int | str]: ...
 
 
 class HostRssProbe:
@@ -95,7 +97,7 @@ class EpochMeter:
         self.eval_s: float | None = None
         self.eval_items: float | None = None
         self._boundary: float | None = None
-        self._summary: dict[str, float | int] | None = None
+        self._summary: dict[str, float | int | str] | None = None
         for probe in self.probes:
             probe.reset()
 
@@ -125,20 +127,20 @@ class EpochMeter:
         self.eval_items = result.items
         self._boundary = None  # a later step starts a new timed region
 
-    def summary(self) -> dict[str, float | int]:
+    def summary(self) -> dict[str, float | int | str]:
         """The epoch's measurement fields, computed once; ValueError if no step was timed."""
         if self._summary is None:
             self._summary = self._summarise()
         return self._summary
 
-    def _summarise(self) -> dict[str, float | int]:
+    def _summarise(self) -> dict[str, float | int | str]:
         timed = self.step_s[self.warmup_steps:]
         items = sum(self.step_items[self.warmup_steps:])
         if not timed or items <= 0:
             raise ValueError(f"epoch had {len(self.step_s)} steps, {self.warmup_steps} of them "
                              "warm-up: no timed step left (lower warmup_steps or grow the data)")
         train_s = sum(timed)
-        fields: dict[str, float | int] = {
+        fields: dict[str, float | int | str] = {
             "train_s": train_s,
             "items": items,
             "items_per_s": items / train_s,

@@ -8,12 +8,26 @@ records carry one `param.<name>` field per resolved parameter.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version history, and how a record of each older version is upgraded to the next one
+# (ResultStore.read applies them in turn, so any older journal stays readable):
+#   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
+#           gpu_power_mean_w, gpu_sm_clock_mean_mhz, gpu_temp_max_c, gpu_energy_j,
+#           throttle_reasons) and peak_source may be "estimate" (the local CPU's peak).
+#           All are new and optional: a version 1 record is a valid version 2 record.
+
+
+def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "schema_version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
 
 
 class Status(StrEnum):
@@ -78,14 +92,21 @@ class MeasurementRecord(_Identity):
     mem_reserved_peak_bytes: int | None = None
     nvml_used_peak_bytes: int | None = None
     host_rss_peak_bytes: int | None = None
+    gpu_util_mean_pct: float | None = None
+    gpu_power_mean_w: float | None = None
+    gpu_sm_clock_mean_mhz: float | None = None
+    gpu_temp_max_c: float | None = None
+    gpu_energy_j: float | None = None
+    throttle_reasons: str | None = None  # comma-separated NVML reasons seen in the epoch
     flops_per_item: float | None = None
     achieved_flops: float | None = None
     peak_flops: float | None = None
-    peak_source: Literal["datasheet", "measured"] | None = None
+    peak_source: Literal["datasheet", "measured", "estimate"] | None = None
     peak_fraction: float | None = None
 
     @model_validator(mode="after")
     def _extras_are_numbers(self) -> MeasurementRecord:
+        # workload metrics only: every field with another type is declared above
         for key, value in (self.model_extra or {}).items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
                                       or not math.isfinite(value)):

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from orchestrator.errors import RunLockedError, RunNotFoundError
 from orchestrator.records import (
+    MIGRATIONS,
     SCHEMA_VERSION,
     CellRecord,
     MeasurementRecord,
@@ -37,9 +38,6 @@ JOURNAL = "results.jsonl"
 PARQUET = "results.parquet"
 REPORT = "report.md"
 LOCK = "run.lock"
-
-# Older journals are upgraded on read, one version at a time: {from_version: function}.
-MIGRATIONS: dict[int, Any] = {}
 
 
 class JournalWarning(UserWarning):

@@ -134,3 +134,16 @@ def test_every_workload_metric_names_its_unit():
     for workload in available_workloads():
         for metric in load_workload(workload).metrics:
             assert re.search(r"_(s|bytes|per_s|usd|us|ms|flops)(_|$)", metric), metric
+
+
+def test_a_version_1_journal_is_migrated_on_read(tmp_path):
+    v1 = {"schema_version": 1, "run": "r", "cell_id": "a", "config_id": "c", "repeat": 1}
+    lines = [{**v1, "record": "provenance", "hostname": "old"},
+             {**v1, "record": "measurement", "epoch": 1, "train_s": 1.0, "items": 5.0,
+              "item_unit": "word", "items_per_s": 5.0, "peak_source": "datasheet"},
+             {**v1, "record": "cell", "status": "ok", "started_at": "2026-01-01T00:00:00",
+              "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (result,) = ResultStore(tmp_path).results()
+    assert result.cell.schema_version == SCHEMA_VERSION == 2
+    assert result.measurements[0].items_per_s == 5.0

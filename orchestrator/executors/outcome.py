@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.hardware import datasheet_peak
+from orchestrator.hardware import cpu_peak_estimate, datasheet_peak
 from orchestrator.matrix import Cell
 from orchestrator.records import (
     CellRecord,
@@ -144,7 +144,9 @@ def _with_peak(record: MeasurementRecord, cell: Cell,
     achieved = record.flops_per_item * record.items_per_s
     update: dict[str, Any] = {"achieved_flops": achieved}
     precision = str(cell.params.get("precision", "fp32"))
-    peak = datasheet_peak(provenance.gpu_model, precision, cell.hardware.gpus)
+    # Judged on the node that ran the cell (the executor runs there): its GPUs or its CPU.
+    peak = (datasheet_peak(provenance.gpu_model, precision, cell.hardware.gpus)
+            if cell.hardware.gpus else cpu_peak_estimate())
     if peak is not None:
         update.update(peak_flops=peak.flops, peak_source=peak.source,
                       peak_fraction=achieved / peak.flops)
@@ -187,6 +189,11 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
                        f"{worst.peak_fraction:.0%} of the device's {worst.peak_source} peak")
     if any(m.warmup_s is not None and m.warmup_s > m.train_s for m in measurements):
         flags.append(Flag.WARMUP_DOMINATED)
+    throttled = sorted({reason for m in measurements if m.throttle_reasons
+                        for reason in m.throttle_reasons.split(",")})
+    if throttled:
+        flags.append(Flag.THROTTLED)
+        reasons.append(f"throttled while timing: {', '.join(throttled)}")
     return flags, reasons
 
 

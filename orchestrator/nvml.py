@@ -1,0 +1,172 @@
+"""NVML sampler: GPU utilisation, power, SM clock, temperature, throttling, energy and memory
+in a background thread at about 10 Hz, summarised per epoch.
+
+Readings enter through one seam, a function that returns a `Reading` (`nvml_reader` makes the
+real one), so the thread and the aggregation are tested on CPU with recorded readings and the
+real calls run on a GPU machine. `NvmlProbe` fits the meter's probe interface: reset() opens
+an epoch's window, read() summarises it. Imported by the worker only for cells with GPUs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+SAMPLE_INTERVAL_S = 0.1
+
+# Throttle reasons that slow a benchmark down (nvmlClocksThrottleReason*): not idle (0x1),
+# application clock settings (0x2), sync boost (0x10) or display clocks (0x100).
+THROTTLE_REASONS = {
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+}
+
+
+class Reading(NamedTuple):
+    """One sample over all the cell's GPUs (sums of power, energy and memory; means and
+    maxima of the rest)."""
+
+    t: float  # time.monotonic() of the sample
+    util_pct: float  # mean GPU utilisation
+    power_w: float  # total board power
+    sm_clock_mhz: float  # mean SM clock
+    temperature_c: float  # hottest GPU
+    throttle_mask: int  # OR of the GPUs' throttle reason bits
+    energy_mj: float | None  # total-energy counter, millijoules (None where unsupported)
+    mem_used_bytes: int  # device memory used, all GPUs
+
+
+Reader = Callable[[], Reading]
+
+
+def summarise(readings: Sequence[Reading]) -> dict[str, float | int | str]:
+    """An epoch's measurement fields from its readings (empty dict without readings)."""
+    if not readings:
+        return {}
+    count = len(readings)
+    fields: dict[str, float | int | str] = {
+        "gpu_util_mean_pct": sum(r.util_pct for r in readings) / count,
+        "gpu_power_mean_w": sum(r.power_w for r in readings) / count,
+        "gpu_sm_clock_mean_mhz": sum(r.sm_clock_mhz for r in readings) / count,
+        "gpu_temp_max_c": max(r.temperature_c for r in readings),
+        "nvml_used_peak_bytes": max(r.mem_used_bytes for r in readings),
+    }
+    first, last = readings[0], readings[-1]
+    if first.energy_mj is not None and last.energy_mj is not None and count > 1:
+        fields["gpu_energy_j"] = (last.energy_mj - first.energy_mj) / 1000
+    elif count > 1:  # no counter: integrate power over the samples (trapezoids)
+        fields["gpu_energy_j"] = sum((b.t - a.t) * (a.power_w + b.power_w) / 2
+                                     for a, b in itertools.pairwise(readings))
+    mask = 0
+    for reading in readings:
+        mask |= reading.throttle_mask
+    fields["throttle_reasons"] = ",".join(name for bit, name in THROTTLE_REASONS.items()
+                                          if mask & bit)
+    return fields
+
+
+class Sampler:
+    """Calls `read` every `interval_s` in a daemon thread and keeps the readings."""
+
+    def __init__(self, read: Reader, interval_s: float = SAMPLE_INTERVAL_S) -> None:
+        self._read = read
+        self._interval = interval_s
+        self._readings: list[Reading] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            reading = self._read()
+            with self._lock:
+                self._readings.append(reading)
+            self._stop.wait(self._interval)
+
+    def read_now(self) -> Reading:
+        """A reading taken at once, outside the thread's rhythm."""
+        reading = self._read()
+        with self._lock:
+            self._readings.append(reading)
+        return reading
+
+    def since(self, start: float) -> list[Reading]:
+        """The readings taken at or after monotonic time `start`."""
+        with self._lock:
+            return [r for r in self._readings if r.t >= start]
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class NvmlProbe:
+    """Per-epoch summary of a Sampler, through the meter's probe interface."""
+
+    def __init__(self, sampler: Sampler, clock: Callable[[], float] = time.monotonic) -> None:
+        self.sampler = sampler
+        self.clock = clock
+        self._start = clock()
+
+    def reset(self) -> None:
+        self._start = self.clock()
+        self.sampler.read_now()  # the epoch's first reading, for the energy counter
+
+    def read(self) -> dict[str, float | int | str]:
+        self.sampler.read_now()  # so an epoch shorter than the interval is not empty
+        return summarise(self.sampler.since(self._start))
+
+
+def visible_gpu_ids() -> list[str]:
+    """The NVML identities of the GPUs this process may use: CUDA_VISIBLE_DEVICES entries
+    (indices or UUIDs), or every GPU when it is unset."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        import pynvml
+
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    return [entry.strip() for entry in visible.split(",") if entry.strip()]
+
+
+def nvml_reader(gpu_ids: Sequence[str]) -> Reader:
+    """The real seam: a Reader over the given GPUs (indices or UUIDs) through nvidia-ml-py."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handles = [pynvml.nvmlDeviceGetHandleByUUID(g) if g.startswith(("GPU-", "MIG-"))
+               else pynvml.nvmlDeviceGetHandleByIndex(int(g)) for g in gpu_ids]
+
+    def energy(handle: object) -> float | None:
+        try:
+            return float(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+        except pynvml.NVMLError:
+            return None
+
+    def read() -> Reading:
+        utils = [pynvml.nvmlDeviceGetUtilizationRates(h).gpu for h in handles]
+        energies = [energy(h) for h in handles]
+        mask = 0
+        for handle in handles:
+            mask |= pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
+        return Reading(
+            t=time.monotonic(),
+            util_pct=sum(utils) / len(utils),
+            power_w=sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000,
+            sm_clock_mhz=sum(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+                             for h in handles) / len(handles),
+            temperature_c=max(pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)
+                              for h in handles),
+            throttle_mask=mask,
+            energy_mj=None if None in energies else sum(e for e in energies if e is not None),
+            mem_used_bytes=sum(pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles),
+        )
+
+    return read

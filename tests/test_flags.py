@@ -1,0 +1,59 @@
+"""Flags the executor derives from a worker's records: implausible (beyond the device's
+peak), throttled (NVML reasons while timing); and the CPU's peak estimate."""
+
+from __future__ import annotations
+
+import json
+
+from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
+from orchestrator.hardware import cpu_peak_estimate
+from orchestrator.matrix import expand
+from orchestrator.records import Flag, Status
+from orchestrator.spec import load_spec
+
+MATRIX = """
+name: flags
+hardware: [{name: box, kind: local}]
+stacks: [{name: here, executor: process}]
+workloads: [{name: lstm_lm, preset: tiny, dataset: synthetic}]
+"""
+
+
+def outcome(matrix_file, tmp_path, **measurement):
+    (cell,) = expand(load_spec(matrix_file(MATRIX)))
+    out = tmp_path / "out.jsonl"
+    record = {"record": "measurement", "epoch": 1, "item_unit": "word", "train_s": 1.0,
+              "items": 1000.0, "items_per_s": 1000.0, **measurement}
+    out.write_text(json.dumps(record) + "\n" + json.dumps({"record": "provenance"}) + "\n")
+    exit = WorkerExit(returncode=0, timed_out=False, started_at="2026-11-22T00:00:00+00:00",
+                      wall_s=2.0)
+    return records_for(cell, exit, out, tmp_path / "log", ToolInfo("t", None))
+
+
+def test_beyond_the_peak_is_implausible_with_its_reason(matrix_file, tmp_path):
+    peak = cpu_peak_estimate()
+    assert peak is not None
+    # 1000 items/s at a FLOP count that needs twice this CPU's peak
+    records = outcome(matrix_file, tmp_path, flops_per_item=2 * peak.flops / 1000)
+    measurement, cell = records[1], records[-1]
+    assert measurement.peak_source == "estimate"
+    assert measurement.peak_fraction == 2.0
+    assert cell.status == Status.OK and Flag.IMPLAUSIBLE in cell.flags
+    assert "200% of the device's estimate peak" in cell.error
+
+
+def test_within_the_peak_is_not_flagged(matrix_file, tmp_path):
+    records = outcome(matrix_file, tmp_path, flops_per_item=1000.0)
+    assert records[-1].flags == [] and records[1].peak_fraction < 1
+
+
+def test_throttling_while_timing_is_flagged(matrix_file, tmp_path):
+    records = outcome(matrix_file, tmp_path, throttle_reasons="sw_thermal")
+    assert Flag.THROTTLED in records[-1].flags and "sw_thermal" in records[-1].error
+
+
+def test_cpu_peak_estimate_from_cpuinfo():
+    cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2000.0\nflags\t\t: fpu sse avx avx2 fma\n"
+    assert cpu_peak_estimate(cpuinfo, cpus=4, max_mhz=None).flops == 4 * 2000e6 * 32
+    avx512 = cpuinfo.replace("fma", "fma avx512f")
+    assert cpu_peak_estimate(avx512, cpus=1, max_mhz=3000).flops == 3000e6 * 64
