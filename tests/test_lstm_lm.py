@@ -16,7 +16,7 @@ from orchestrator.datasets import FILES
 from orchestrator.matrix import Cell, config_id_of
 from orchestrator.registry import load_workload
 from orchestrator.spec import Hardware, Stack
-from workloads.lstm_lm.flops import WIKITEXT2_VOCAB, flops_per_item
+from workloads.lstm_lm.flops import WIKITEXT2_VOCAB, flops_per_item, forward_flops_per_item
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"
@@ -61,6 +61,9 @@ def timed_words(params: dict[str, Any]) -> int:
 def test_flops_at_the_seed_settings_are_about_255_mflop_per_word() -> None:
     assert SEED["dataset"] == "wikitext2" and SEED["hidden"] == SEED["emb_dim"] == 1024
     assert flops_per_item(SEED) == pytest.approx(2.55e8, rel=0.02)
+    # by hand: 2*4*1024*(1024+1024) LSTM + 2*1024*33278 projection = 84,930,560 forward
+    assert forward_flops_per_item(SEED) == 84_930_560
+    assert flops_per_item(SEED) == 3 * 84_930_560
 
 
 def test_flops_scale_with_the_model() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from orchestrator.measure import EpochMeter, HostRssProbe
@@ -79,3 +81,31 @@ def test_host_rss_peak_follows_a_real_allocation():
     after = probe.read()["host_rss_peak_bytes"]
     del block
     assert after - before > 60 * 1024 * 1024
+
+
+class AsyncDevice:
+    """A fake slow device: launching work returns at once, like a CUDA kernel launch, and
+    sync() waits until everything launched has run (torch.cuda.synchronize)."""
+
+    def __init__(self) -> None:
+        self.busy_until = time.perf_counter()
+
+    def launch(self, seconds: float) -> None:
+        self.busy_until = max(self.busy_until, time.perf_counter()) + seconds
+
+    def sync(self) -> None:
+        time.sleep(max(0.0, self.busy_until - time.perf_counter()))
+
+
+def test_epoch_time_matches_the_device_time_of_the_timed_steps():
+    device = AsyncDevice()
+    meter = EpochMeter(warmup_steps=2, sync=device.sync)
+    step_s = [0.20, 0.20, 0.05, 0.05, 0.05, 0.05]  # two slow warm-up steps, four timed
+    for seconds in step_s:
+        with meter.step(items=32):
+            device.launch(seconds)  # returns at once: only the sync makes the clock honest
+    summary = meter.summary()
+    assert summary["train_s"] == pytest.approx(0.20, abs=0.02)
+    assert summary["warmup_s"] == pytest.approx(0.40, abs=0.03)
+    assert summary["items"] == 4 * 32 and summary["steps"] == 4
+    assert summary["step_s_median"] == pytest.approx(0.05, abs=0.01)

@@ -25,9 +25,14 @@ def vocab_size(params: dict[str, Any]) -> int:
     return WIKITEXT2_VOCAB if params["dataset"] == "wikitext2" else int(params["vocab"])
 
 
-def flops_per_item(params: dict[str, Any]) -> float:
-    """Training FLOPs (forward + backward) per target word."""
+def forward_flops_per_item(params: dict[str, Any]) -> float:
+    """Forward FLOPs per word (evaluation does this much per target word)."""
     emb, hidden, layers = int(params["emb_dim"]), int(params["hidden"]), int(params["layers"])
     lstm = 2 * 4 * hidden * (emb + hidden) + (layers - 1) * 2 * 4 * hidden * (2 * hidden)
     projection = 2 * hidden * vocab_size(params)
-    return 3.0 * (lstm + projection)
+    return float(lstm + projection)
+
+
+def flops_per_item(params: dict[str, Any]) -> float:
+    """Training FLOPs (forward + backward) per target word."""
+    return 3.0 * forward_flops_per_item(params)
