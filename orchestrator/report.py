@@ -44,8 +44,9 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = ()) -> str
     return "\n".join(lines) + "\n"
 
 
-def config_summary(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per config_id: medians and spread over its samples, and its flags."""
+def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per config_id: medians and spread over its samples, its flags, and the
+    medians of the workload's own `metrics`."""
     import pandas as pd
 
     summaries = []
@@ -74,6 +75,8 @@ def config_summary(rows: pd.DataFrame) -> pd.DataFrame:
         }
         for column in (c for c in group.columns if c.startswith("param.")):
             summary[column] = group[column].iloc[0]
+        for metric in metrics:
+            summary[f"metric.{metric}"] = _median(group, metric)
         summaries.append(summary)
     return pd.DataFrame(summaries)
 
@@ -88,7 +91,9 @@ def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
     info = load_workload(workload)
     unit = info.item_unit
     rows = rows.dropna(axis=1, how="all")  # other workloads' parameters
-    summary = config_summary(rows)
+    repeated = {f"train_{unit}s_per_s", f"eval_{unit}s_per_s"}  # the items_per_s columns
+    metrics = [m for m in info.metrics if m in rows and m not in repeated]
+    summary = config_summary(rows, metrics)
     varying = [c for c in summary.columns if c.startswith("param.")
                and summary[c].astype(str).nunique() > 1]
     summary = summary.sort_values(["hardware", "stack", *varying], kind="stable")
@@ -97,7 +102,7 @@ def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
     has_peak = bool(summary["peak_fraction"].notna().any())
-    headers += [f"eval {unit}s/s"] * has_eval + ["GPU mem MiB"] * has_gpu_mem
+    headers += [f"eval {unit}s/s"] * has_eval + metrics + ["GPU mem MiB"] * has_gpu_mem
     headers += ["host RSS MiB", *(["% of peak"] * has_peak), "flags"]
     table = []
     for _, row in summary.iterrows():
@@ -106,6 +111,7 @@ def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
                  _fmt_seconds(row["step_s"]), f"{row['items_per_s']:,.0f}",
                  f"{row['spread']:.1%}"]
         cells += [_fmt_rate(row["eval_items_per_s"])] * has_eval
+        cells += [_fmt_metric(row[f"metric.{m}"]) for m in metrics]
         cells += [_fmt_mib(row["mem_bytes"])] * has_gpu_mem
         cells += [_fmt_mib(row["rss_bytes"])]
         cells += [_fmt_pct(row["peak_fraction"])] * has_peak
@@ -177,6 +183,12 @@ def _fmt(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def _fmt_metric(value: float | None) -> str:
+    if value is None or value != value:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _fmt_rate(value: float | None) -> str:

@@ -187,7 +187,9 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
         worst = max(over, key=lambda m: m.peak_fraction or 0)
         reasons.append(f"implausible: epoch {worst.epoch} achieves "
                        f"{worst.peak_fraction:.0%} of the device's {worst.peak_source} peak")
-    if any(m.warmup_s is not None and m.warmup_s > m.train_s for m in measurements):
+    # Every epoch, not any: a first epoch that compiles or autotunes is warm-up doing its job.
+    if measurements and all(m.warmup_s is not None and m.warmup_s > m.train_s
+                            for m in measurements):
         flags.append(Flag.WARMUP_DOMINATED)
     throttled = sorted({reason for m in measurements if m.throttle_reasons
                         for reason in m.throttle_reasons.split(",")})

@@ -1,0 +1,233 @@
+"""The `rnn_micro` workload for real on the CPU: its FLOP model, the seed's grid, the three
+implementations computing one function, and measured rounds."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from orchestrator.context import Context, RecordWriter, Unsupported
+from orchestrator.matrix import Cell, config_id_of, expand
+from orchestrator.records import MeasurementRecord
+from orchestrator.registry import load_workload
+from orchestrator.spec import Hardware, Stack, load_spec
+from workloads.rnn_micro import workload
+from workloads.rnn_micro.flops import flops_per_item, forward_flops_per_item
+
+PROJECT = Path(__file__).resolve().parent.parent
+INFO = load_workload("rnn_micro")
+CPU = torch.device("cpu")
+
+
+def tiny(**given: Any) -> dict[str, Any]:
+    return INFO.resolve({"preset": "tiny", **given})
+
+
+def make_cell(params: dict[str, Any], epochs: int, gpus: int = 0) -> dict[str, Any]:
+    """A cell as the executor writes it (orchestrator.matrix.Cell as JSON)."""
+    hardware = Hardware(name="laptop", kind="local", gpus=gpus)
+    stack = Stack(name="here", executor="process")
+    config_id = config_id_of(hardware, stack, "rnn_micro", INFO.version, params, epochs)
+    return Cell(run="test", hardware=hardware, stack=stack, workload="rnn_micro",
+                workload_version=INFO.version, item_unit=INFO.item_unit, params=params,
+                epochs=epochs, repeat=1, timeout_s=INFO.timeout_s, memory_limit_mb=None,
+                config_id=config_id, cell_id=f"{config_id}-1").model_dump(mode="json")
+
+
+def run_cell(tmp_path: Path, params: dict[str, Any], epochs: int,
+             gpus: int = 0) -> list[dict[str, Any]]:
+    out = tmp_path / "out.jsonl"
+    ctx = Context(cell=make_cell(params, epochs, gpus), writer=RecordWriter(out))
+    workload.run(ctx)
+    assert ctx.framework == "torch"
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def force_jit_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a machine where torch.compile cannot run (no C++ compiler, no triton)."""
+    monkeypatch.setattr(workload, "compile_problem", lambda device: "no C++ compiler (test)")
+
+
+# FLOP model ----------------------------------------------------------------------------------
+
+def test_flops_match_a_hand_count() -> None:
+    seed = INFO.resolve({})
+    # One layer, 30 steps, H = 128: per step 4 gates x (128x128 input + 128x128 recurrent)
+    # multiply-adds = 131,072 MACs = 262,144 FLOPs; x 30 steps = 7,864,320.
+    assert forward_flops_per_item(seed) == 7_864_320
+    assert flops_per_item(seed) == 3 * 7_864_320 == 23_592_960
+    big = {**seed, "seq_len": 200, "hidden": 1024, "layers": 3}
+    macs_per_step_layer = 4 * (1024 * 1024 + 1024 * 1024)
+    assert forward_flops_per_item(big) == 2 * macs_per_step_layer * 200 * 3 == 10_066_329_600
+    assert flops_per_item(big) == 3 * forward_flops_per_item(big)
+    assert flops_per_item({**seed, "batch_size": 128}) == flops_per_item(seed)  # per example
+
+
+# Declaration and the seed's grid ----------------------------------------------------------------
+
+def test_defaults_are_the_seeds_first_cell() -> None:
+    seed = INFO.resolve({})
+    assert (seed["batch_size"], seed["seq_len"], seed["hidden"], seed["layers"]) == (32, 30, 128, 1)
+    assert seed["rnn_impl"] == "fused" and seed["precision"] == "fp32"
+    assert INFO.item_unit == "example" and INFO.epochs == 3
+    assert INFO.metrics == ("us_per_example_train", "us_per_example_fwd")
+    assert INFO.params["rnn_impl"].choices == ("fused", "unfused", "compiled")
+
+
+def test_the_seed_matrix_expands_to_the_seeds_cells() -> None:
+    cells = expand(load_spec(PROJECT / "matrix" / "rnn_micro_seed.yaml"))
+    assert len(cells) == 2 * 2 * 3 * 2 * 3 == 72
+    axes = ("batch_size", "seq_len", "hidden", "layers", "rnn_impl")
+    got = sorted(tuple(c.params[a] for a in axes) for c in cells)
+    want = sorted(itertools.product([32, 128], [30, 200], [128, 512, 1024], [1, 3],
+                                    ["fused", "unfused", "compiled"]))
+    assert got == want
+    assert len({c.config_id for c in cells}) == 72
+    for cell in cells:
+        assert cell.hardware.gpus == 1 and cell.stack.effective_executor == "process"
+        assert cell.params["precision"] == "fp32" and cell.params["preset"] == "seed"
+    # The seed's published tables (depth, batch, seq_len, hidden) are all among them.
+    published = ([(1, b, 30, h) for b in (32, 128) for h in (128, 512, 1024)]
+                 + [(3, 128, s, h) for s in (30, 200) for h in (512, 1024)])
+    have = {(c.params["layers"], c.params["batch_size"], c.params["seq_len"], c.params["hidden"])
+            for c in cells}
+    assert set(published) <= have and len(published) == 10
+
+
+# One function, three implementations --------------------------------------------------------
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_fused_and_unfused_agree_on_outputs_and_gradients(layers: int) -> None:
+    torch.manual_seed(1)
+    fused = workload.Fused(16, layers).double()
+    torch.manual_seed(2)  # other weights, until copied: the copy is what makes them agree
+    loop = workload.CellLoop(16, layers).double()
+    workload.copy_fused_weights(fused, loop)
+    x = torch.randn(4, 7, 16, dtype=torch.float64)
+    target = torch.randn(4, 7, 16, dtype=torch.float64)
+    out_fused, out_loop = fused(x), loop(x)
+    torch.testing.assert_close(out_fused, out_loop, rtol=1e-9, atol=1e-12)
+    torch.nn.functional.mse_loss(out_fused, target).backward()
+    torch.nn.functional.mse_loss(out_loop, target).backward()
+    for k, cell in enumerate(loop.cells):  # every layer gets gradients, and the same ones
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            want = getattr(fused.lstm, f"{name}_l{k}").grad
+            assert want is not None and want.abs().sum() > 0
+            torch.testing.assert_close(getattr(cell, name).grad, want, rtol=1e-9, atol=1e-12)
+
+
+def test_every_impl_starts_from_the_same_weights_and_data() -> None:
+    params = tiny(layers=2)
+    fused = workload.setup({**params, "rnn_impl": "fused"}, CPU)
+    loop = workload.setup({**params, "rnn_impl": "unfused"}, CPU)
+    assert torch.equal(fused.inputs, loop.inputs) and torch.equal(fused.target, loop.target)
+    assert fused.inputs.shape == (8, 10, 32)
+    torch.testing.assert_close(fused.forward(), loop.forward(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_jit_script_fallback_computes_the_same_function(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    force_jit_script(monkeypatch)
+    params = tiny(layers=2)
+    scripted = workload.setup({**params, "rnn_impl": "compiled"}, CPU)
+    loop = workload.setup({**params, "rnn_impl": "unfused"}, CPU)
+    assert scripted.how.startswith("torch.jit.script") and "no C++ compiler" in scripted.how
+    assert isinstance(scripted.net, torch.jit.ScriptModule)
+    for _ in range(3):  # the profiling executor specialises on its second call
+        torch.testing.assert_close(scripted.train_step(), loop.train_step())
+    torch.testing.assert_close(scripted.forward(), loop.forward(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_is_unsupported_where_nothing_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    force_jit_script(monkeypatch)
+
+    def no_script(module: object) -> object:
+        raise RuntimeError("TorchScript is not available")
+
+    monkeypatch.setattr(torch.jit, "script", no_script)
+    with pytest.raises(Unsupported, match=r"no C\+\+ compiler.*TorchScript is not available"):
+        workload.setup(tiny(rnn_impl="compiled"), CPU)
+
+
+@pytest.mark.parametrize("impl", ["fused", "unfused"])
+def test_the_tiny_lstm_really_trains(impl: str) -> None:
+    bench = workload.setup(tiny(rnn_impl=impl), CPU)
+    losses = [float(bench.train_step()) for _ in range(40)]
+    assert all(b < a for a, b in itertools.pairwise(losses))  # plain SGD on one batch
+    assert losses[-1] < losses[0] - 1e-3
+
+
+# Measured rounds ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("impl", ["fused", "unfused"])
+def test_tiny_rounds_are_measured_with_every_declared_column(tmp_path: Path, impl: str) -> None:
+    params = tiny(rnn_impl=impl)
+    records = run_cell(tmp_path, params, epochs=2)
+    assert [r["epoch"] for r in records] == [1, 2]
+    for record in records:
+        assert record["record"] == "measurement" and record["item_unit"] == "example"
+        assert set(INFO.metrics) <= set(record)
+        assert record["steps"] == params["timed_steps"] == 10
+        assert record["items"] == 10 * params["batch_size"]
+        assert record["warmup_steps"] == params["warmup_steps"]
+        assert record["us_per_example_train"] == pytest.approx(
+            record["step_s_median"] / params["batch_size"] * 1e6)
+        assert 0 < record["us_per_example_fwd"] < record["us_per_example_train"]
+        assert record["flops_per_item"] == flops_per_item(params)
+        assert record["host_rss_peak_bytes"] > 0
+        assert "mem_alloc_peak_bytes" not in record  # no CUDA probe on the CPU
+        MeasurementRecord(**record, run="test", cell_id="c", config_id="k", repeat=1)
+
+
+def test_a_tiny_jit_scripted_round_is_measured(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    force_jit_script(monkeypatch)
+    [record] = run_cell(tmp_path, tiny(rnn_impl="compiled", layers=2), epochs=1)
+    assert record["us_per_example_train"] > 0 and record["us_per_example_fwd"] > 0
+
+
+def test_compiled_needs_warmup_for_its_compilation(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="warmup_steps must be at least 2, not 1"):
+        run_cell(tmp_path, tiny(rnn_impl="compiled", warmup_steps=1), epochs=1)
+
+
+def test_bf16_runs_on_the_cpu(tmp_path: Path) -> None:
+    [record] = run_cell(tmp_path, tiny(precision="bf16", layers=2), epochs=1)
+    assert record["us_per_example_train"] > 0
+
+
+def test_gpu_only_precision_is_unsupported_on_the_cpu(tmp_path: Path) -> None:
+    with pytest.raises(Unsupported, match="fp16"):
+        run_cell(tmp_path, tiny(precision="fp16"), epochs=1)
+
+
+def test_more_than_one_gpu_is_unsupported(tmp_path: Path) -> None:
+    with pytest.raises(Unsupported, match="gpus=2"):
+        run_cell(tmp_path, tiny(), epochs=1, gpus=2)
+
+
+def test_the_worker_runs_a_torch_compiled_cell_end_to_end(tmp_path: Path) -> None:
+    """torch.compile for real where it can run (2 cores: about 15 s of compilation from a cold
+    inductor cache, 2 s from a warm one)."""
+    if workload.compile_problem(CPU) is not None:
+        pytest.skip(f"torch.compile cannot run here: {workload.compile_problem(CPU)}")
+    cell_file, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
+    cell_file.write_text(json.dumps(make_cell(tiny(rnn_impl="compiled"), epochs=2)))
+    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell_file), str(out)],
+                          cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "runs as torch.compile" in done.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    rounds = [r for r in records if r["record"] == "measurement"]
+    assert [r["epoch"] for r in rounds] == [1, 2]
+    # Compilation happened in round 1's warm-up (seconds, even from inductor's cache), not in
+    # a timed step nor in a later round.
+    assert rounds[0]["warmup_s"] > 5 * rounds[1]["warmup_s"]
+    assert all(r["step_s_p90"] < rounds[0]["warmup_s"] / 2 for r in rounds)

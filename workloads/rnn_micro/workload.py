@@ -1,0 +1,205 @@
+"""The `rnn_micro` workload: seed 001's LSTM microbenchmark, one record per timed round.
+
+A stack of LSTM layers (input size = hidden) runs over a fixed random batch x seq_len x hidden
+input; the MSE of all the last layer's hidden states against a fixed random target is
+back-propagated through every layer and an SGD step taken. Three implementations of that same
+function: `fused` (nn.LSTM: cuDNN on a GPU), `unfused` (a Python loop of nn.LSTMCell per layer)
+and `compiled` (that loop under torch.compile, or torch.jit.script where torch.compile cannot
+run). A round times `timed_steps` training iterations, then as many forward-only passes, each
+after `warmup_steps` untimed ones (where compilation happens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from orchestrator.context import Context, Unsupported
+from orchestrator.measure import TorchCudaProbe, no_sync
+
+Net = Callable[[torch.Tensor], torch.Tensor]
+COMPILED_MIN_WARMUP = 2  # compile on the first call, specialise on the second (TorchScript)
+
+
+class Fused(nn.Module):
+    """nn.LSTM over (batch, seq, hidden): one library call for all steps and layers."""
+
+    def __init__(self, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(hidden, hidden, layers, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lstm(x)[0]
+
+
+class CellLoop(nn.Module):
+    """The same LSTM as one nn.LSTMCell per layer, stepped over time in Python.
+
+    Layer by layer, zero initial state, as nn.LSTM computes it; scriptable by TorchScript.
+    """
+
+    def __init__(self, hidden: int, layers: int) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.cells = nn.ModuleList([nn.LSTMCell(hidden, hidden) for _ in range(layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        states = x
+        for cell in self.cells:
+            h = torch.zeros(x.size(0), self.hidden, dtype=x.dtype, device=x.device)
+            c = torch.zeros_like(h)
+            outputs: list[torch.Tensor] = []
+            for t in range(states.size(1)):
+                h, c = cell(states[:, t], (h, c))
+                outputs.append(h)
+            states = torch.stack(outputs, dim=1)
+        return states
+
+
+def copy_fused_weights(fused: Fused, loop: CellLoop) -> None:
+    """Give `loop` the weights of `fused` (same gate order i, f, g, o), layer by layer."""
+    with torch.no_grad():
+        for k, cell in enumerate(loop.cells):
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                getattr(cell, name).copy_(getattr(fused.lstm, f"{name}_l{k}"))
+
+
+def compile_problem(device: torch.device) -> str | None:
+    """Why torch.compile (inductor) cannot run on `device` here, or None when it can."""
+    try:
+        if device.type == "cuda":
+            from torch.utils._triton import has_triton
+
+            return None if has_triton() else "triton is not installed"
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except (ImportError, AttributeError):
+        return None  # private probes moved: let torch.compile itself try
+    except RuntimeError as exc:  # e.g. InvalidCxxCompiler: no working C++ compiler
+        return str(exc).splitlines()[0]
+    return None
+
+
+def compile_loop(loop: CellLoop, device: torch.device) -> tuple[Net, str]:
+    """The loop under torch.compile, else torch.jit.script; the path taken, in words."""
+    problem = compile_problem(device)
+    if problem is None:
+        return torch.compile(loop), "torch.compile"
+    try:
+        with warnings.catch_warnings():  # its deprecation warning: known, and the fallback
+            warnings.simplefilter("ignore", DeprecationWarning)
+            scripted = torch.jit.script(loop)
+    except Exception as exc:  # any failure: this environment cannot compile the loop
+        raise Unsupported(f"rnn_impl=compiled: torch.compile cannot run ({problem}) and "
+                          f"torch.jit.script failed ({type(exc).__name__}: {exc})") from exc
+    return scripted, f"torch.jit.script (torch.compile cannot run: {problem})"
+
+
+def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """fp16/bf16 autocast; fp32 and tf32 run without it (TF32 is a backend switch)."""
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    if precision in dtypes:
+        return torch.autocast(device.type, dtype=dtypes[precision])
+    return contextlib.nullcontext()
+
+
+def _set_precision(precision: str, device: torch.device) -> None:
+    """TF32 on only for tf32; fp16 and tf32 need a GPU (the registry marks them gpu_only)."""
+    if device.type != "cuda" and precision in ("tf32", "fp16"):
+        raise Unsupported(f"precision {precision} needs a GPU")
+    allow_tf32 = precision == "tf32"  # fp32 means true fp32, also outside autocast regions
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+
+
+@dataclass
+class Bench:
+    """What one cell times: the network to call, its optimizer, and the fixed data."""
+
+    model: nn.Module  # owns the parameters (net may be a compiled wrapper around it)
+    net: Net
+    how: str  # how rnn_impl was realised, in words (for the log)
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    inputs: torch.Tensor  # (batch, seq_len, hidden)
+    target: torch.Tensor  # like inputs
+    precision: str
+    device: torch.device
+
+    def train_step(self) -> torch.Tensor:
+        """Forward, MSE of every last-layer state, backward through all layers, SGD step."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with _autocast(self.precision, self.device):
+            loss = nn.functional.mse_loss(self.net(self.inputs).float(), self.target)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.detach()
+
+    def forward(self) -> torch.Tensor:
+        """Forward only: all hidden states of the last layer, no graph kept."""
+        with torch.no_grad(), _autocast(self.precision, self.device):
+            return self.net(self.inputs)
+
+
+def setup(params: dict[str, Any], device: torch.device) -> Bench:
+    """Seeded data and weights (the same weights for every rnn_impl) on `device`."""
+    hidden, layers, impl = int(params["hidden"]), int(params["layers"]), str(params["rnn_impl"])
+    precision = str(params["precision"])
+    _set_precision(precision, device)
+    generator = torch.Generator().manual_seed(int(params["seed"]))
+    shape = (int(params["batch_size"]), int(params["seq_len"]), hidden)
+    inputs = torch.randn(shape, generator=generator).to(device)
+    target = torch.randn(shape, generator=generator).to(device)
+    torch.manual_seed(int(params["seed"]))  # nn.LSTM and the cells draw in the same order
+    model: nn.Module
+    if impl == "fused":
+        model = Fused(hidden, layers).to(device)
+        net, how = model, "nn.LSTM"
+    else:
+        model = CellLoop(hidden, layers).to(device)
+        net, how = (model, "nn.LSTMCell loop") if impl == "unfused" else compile_loop(model, device)
+    return Bench(model, net, how, torch.optim.SGD(model.parameters(), lr=0.01),
+                 torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
+                 inputs, target, precision, device)
+
+
+def run(ctx: Context) -> None:
+    """ctx.epochs timed rounds of training steps then forward passes; a record per round."""
+    p = ctx.params
+    if ctx.gpus > 1:  # a single-device microbenchmark; idle GPUs would misstate the hardware
+        raise Unsupported(f"rnn_micro runs on one device; this hardware has gpus={ctx.gpus}")
+    warmup, timed, batch = int(p["warmup_steps"]), int(p["timed_steps"]), int(p["batch_size"])
+    if p["rnn_impl"] == "compiled" and warmup < COMPILED_MIN_WARMUP:
+        raise ValueError(f"rnn_impl=compiled compiles in its first calls: warmup_steps must be "
+                         f"at least {COMPILED_MIN_WARMUP}, not {warmup}")
+    device = torch.device(ctx.device)
+    if device.type == "cuda":
+        ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
+                          probes=[TorchCudaProbe(device)])
+    else:
+        ctx.use_framework("torch", torch.__version__, sync=no_sync, probes=[])
+    bench = setup(p, device)
+    print(f"rnn_micro: rnn_impl={p['rnn_impl']} runs as {bench.how}", flush=True)
+
+    for round_ in ctx.epoch_range():
+        meter = ctx.start_epoch(warmup)
+        for _ in range(warmup + timed):
+            with meter.step(items=batch):
+                bench.train_step()
+        fwd = ctx.timer(warmup)
+        for _ in range(warmup + timed):
+            with fwd.step(items=batch):
+                bench.forward()
+        train, forward = meter.summary(), fwd.summary()
+        print(f"rnn_micro: round {round_} warm-up {train['warmup_s']:.2f} s training, "
+              f"{forward['warmup_s']:.2f} s forward-only", flush=True)
+        ctx.end_epoch(round_, meter, us_per_example_train=train["step_s_median"] / batch * 1e6,
+                      us_per_example_fwd=forward["step_s_median"] / batch * 1e6)
