@@ -54,14 +54,17 @@ def datasheet_peak(gpu_model: str | None, precision: str, devices: int) -> Peak 
     return None
 
 
-def cpu_peak_estimate(cpuinfo: str | None = None, cpus: int | None = None,
-                      max_mhz: float | None = None) -> Peak | None:
-    """An upper bound on this CPU's fp32 FLOP/s: usable CPUs x clock x FLOPs per cycle.
+def cpu_peak_estimate(precision: str = "fp32", cpuinfo: str | None = None,
+                      cpus: int | None = None, max_mhz: float | None = None) -> Peak | None:
+    """An upper bound on this CPU's FLOP/s at `precision`: usable CPUs x clock x FLOPs per
+    cycle.
 
-    FLOPs per cycle from the widest vector FMA the flags show, assuming two FMA units
+    fp32 FLOPs per cycle from the widest vector FMA the flags show, assuming two FMA units
     (server cores have them): AVX-512 16 lanes x 2 (FMA) x 2 = 64, AVX2+FMA 32, AVX 16,
-    SSE 8. The clock is the highest the kernel reports. Hyperthreads share their core's
-    units, so on hosts that count them the bound is loose; it is a peak, not a prediction.
+    SSE 8. bf16 (and fp16) use the matrix units where the CPU has them: AMX 1024 per cycle,
+    AVX512-BF16 twice the fp32 rate. The clock is the highest the kernel reports.
+    Hyperthreads share their core's units, so on hosts that count them the bound is loose;
+    it is a peak, not a prediction.
     """
     if cpuinfo is None:
         try:
@@ -82,6 +85,11 @@ def cpu_peak_estimate(cpuinfo: str | None = None, cpus: int | None = None,
         return None
     per_cycle = (64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags
                  else 16 if "avx" in flags else 8)
+    if precision in ("bf16", "fp16"):
+        if "amx_bf16" in flags or "amx_fp16" in flags:
+            per_cycle = 1024
+        elif "avx512_bf16" in flags:
+            per_cycle *= 2
     usable = cpus or len(os.sched_getaffinity(0))
     return Peak(usable * clock * 1e6 * per_cycle, "estimate")
 

@@ -54,6 +54,10 @@ def test_throttling_while_timing_is_flagged(matrix_file, tmp_path):
 
 def test_cpu_peak_estimate_from_cpuinfo():
     cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2000.0\nflags\t\t: fpu sse avx avx2 fma\n"
-    assert cpu_peak_estimate(cpuinfo, cpus=4, max_mhz=None).flops == 4 * 2000e6 * 32
+    assert cpu_peak_estimate("fp32", cpuinfo, cpus=4).flops == 4 * 2000e6 * 32
     avx512 = cpuinfo.replace("fma", "fma avx512f")
-    assert cpu_peak_estimate(avx512, cpus=1, max_mhz=3000).flops == 3000e6 * 64
+    assert cpu_peak_estimate("fp32", avx512, cpus=1, max_mhz=3000).flops == 3000e6 * 64
+    assert cpu_peak_estimate("bf16", avx512, cpus=1, max_mhz=3000).flops == 3000e6 * 64
+    amx = avx512.replace("avx512f", "avx512f avx512_bf16 amx_bf16")
+    assert cpu_peak_estimate("bf16", amx, cpus=1, max_mhz=3000).flops == 3000e6 * 1024
+    assert cpu_peak_estimate("fp32", amx, cpus=1, max_mhz=3000).flops == 3000e6 * 64

@@ -13,9 +13,8 @@ import pytest
 
 from orchestrator.context import Context, RecordWriter, Unsupported
 from orchestrator.datasets import FILES
-from orchestrator.matrix import Cell, config_id_of
 from orchestrator.registry import load_workload
-from orchestrator.spec import Hardware, Stack
+from tests import cells
 from workloads.lstm_lm.flops import WIKITEXT2_VOCAB, flops_per_item, forward_flops_per_item
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -28,25 +27,11 @@ def tiny(**given: Any) -> dict[str, Any]:
 
 
 def make_cell(params: dict[str, Any], epochs: int, gpus: int = 0) -> dict[str, Any]:
-    """A cell as the executor writes it (orchestrator.matrix.Cell as JSON)."""
-    hardware = Hardware(name="laptop", kind="local", gpus=gpus)
-    stack = Stack(name="here", executor="process")
-    info = load_workload("lstm_lm")
-    config_id = config_id_of(hardware, stack, "lstm_lm", info.version, params, epochs)
-    return Cell(run="test", hardware=hardware, stack=stack, workload="lstm_lm",
-                workload_version=info.version, item_unit=info.item_unit, params=params,
-                epochs=epochs, repeat=1, timeout_s=info.timeout_s, memory_limit_mb=None,
-                config_id=config_id, cell_id=f"{config_id}-1").model_dump(mode="json")
+    return cells.make_cell("lstm_lm", params, epochs, gpus)
 
 
 def run_cell(tmp_path: Path, params: dict[str, Any], epochs: int) -> list[dict[str, Any]]:
-    from workloads.lstm_lm import workload
-
-    out = tmp_path / "out.jsonl"
-    ctx = Context(cell=make_cell(params, epochs), writer=RecordWriter(out))
-    workload.run(ctx)
-    assert ctx.framework == "torch"
-    return [json.loads(line) for line in out.read_text().splitlines()]
+    return cells.run_workload(tmp_path, "lstm_lm", params, epochs, 0)
 
 
 def timed_words(params: dict[str, Any]) -> int:

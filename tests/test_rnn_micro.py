@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 import torch
 
-from orchestrator.context import Context, RecordWriter, Unsupported
-from orchestrator.matrix import Cell, config_id_of, expand
+from orchestrator.context import Unsupported
+from orchestrator.matrix import expand
 from orchestrator.records import MeasurementRecord
 from orchestrator.registry import load_workload
-from orchestrator.spec import Hardware, Stack, load_spec
+from orchestrator.spec import load_spec
+from tests import cells
 from workloads.rnn_micro import workload
 from workloads.rnn_micro.flops import flops_per_item, forward_flops_per_item
 
@@ -31,23 +32,12 @@ def tiny(**given: Any) -> dict[str, Any]:
 
 
 def make_cell(params: dict[str, Any], epochs: int, gpus: int = 0) -> dict[str, Any]:
-    """A cell as the executor writes it (orchestrator.matrix.Cell as JSON)."""
-    hardware = Hardware(name="laptop", kind="local", gpus=gpus)
-    stack = Stack(name="here", executor="process")
-    config_id = config_id_of(hardware, stack, "rnn_micro", INFO.version, params, epochs)
-    return Cell(run="test", hardware=hardware, stack=stack, workload="rnn_micro",
-                workload_version=INFO.version, item_unit=INFO.item_unit, params=params,
-                epochs=epochs, repeat=1, timeout_s=INFO.timeout_s, memory_limit_mb=None,
-                config_id=config_id, cell_id=f"{config_id}-1").model_dump(mode="json")
+    return cells.make_cell("rnn_micro", params, epochs, gpus)
 
 
 def run_cell(tmp_path: Path, params: dict[str, Any], epochs: int,
              gpus: int = 0) -> list[dict[str, Any]]:
-    out = tmp_path / "out.jsonl"
-    ctx = Context(cell=make_cell(params, epochs, gpus), writer=RecordWriter(out))
-    workload.run(ctx)
-    assert ctx.framework == "torch"
-    return [json.loads(line) for line in out.read_text().splitlines()]
+    return cells.run_workload(tmp_path, "rnn_micro", params, epochs, gpus)
 
 
 def force_jit_script(monkeypatch: pytest.MonkeyPatch) -> None:

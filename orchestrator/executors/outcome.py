@@ -146,7 +146,7 @@ def _with_peak(record: MeasurementRecord, cell: Cell,
     precision = str(cell.params.get("precision", "fp32"))
     # Judged on the node that ran the cell (the executor runs there): its GPUs or its CPU.
     peak = (datasheet_peak(provenance.gpu_model, precision, cell.hardware.gpus)
-            if cell.hardware.gpus else cpu_peak_estimate())
+            if cell.hardware.gpus else cpu_peak_estimate(precision))
     if peak is not None:
         update.update(peak_flops=peak.flops, peak_source=peak.source,
                       peak_fraction=achieved / peak.flops)

@@ -9,7 +9,6 @@ target words (no padding here, so all of them are real), evaluation is timed apa
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from torch import nn
 
 from orchestrator import datasets
 from orchestrator.context import Context, Unsupported
-from orchestrator.measure import TorchCudaProbe, no_sync
+from workloads.torch_common import autocast, set_precision, use_torch
 
 Hidden = tuple[torch.Tensor, torch.Tensor]
 SPLITS = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")
@@ -98,36 +97,14 @@ class LstmLM(nn.Module):
         return weight.new_zeros(shape), weight.new_zeros(shape)
 
 
-def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
-    """fp16/bf16 autocast; fp32 and tf32 run without it (TF32 is a backend switch)."""
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
-    if precision in dtypes:
-        return torch.autocast(device.type, dtype=dtypes[precision])
-    return contextlib.nullcontext()
-
-
-def _set_precision(precision: str, device: torch.device) -> None:
-    """TF32 on only for tf32; fp16 and tf32 need a GPU (the registry marks them gpu_only)."""
-    if device.type != "cuda" and precision in ("tf32", "fp16"):
-        raise Unsupported(f"precision {precision} needs a GPU")
-    allow_tf32 = precision == "tf32"  # fp32 means true fp32, also outside autocast regions
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
-
-
 def run(ctx: Context) -> None:
     """Train for ctx.epochs epochs; one measurement record per epoch."""
     p = ctx.params
     if ctx.gpus > 1:  # the seed is single-GPU; idle GPUs would make the row lie about its hardware
         raise Unsupported(f"lstm_lm trains on one device; this hardware has gpus={ctx.gpus}")
-    device = torch.device(ctx.device)
-    if device.type == "cuda":
-        ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
-                          probes=[TorchCudaProbe(device)])
-    else:
-        ctx.use_framework("torch", torch.__version__, sync=no_sync, probes=[])
+    device = use_torch(ctx)
     precision = str(p["precision"])
-    _set_precision(precision, device)
+    set_precision(precision, device)
     torch.manual_seed(int(p["seed"]))
 
     corpus = load_corpus(p)
@@ -156,7 +133,7 @@ def run(ctx: Context) -> None:
             with meter.step(items=targets.numel()):
                 state = (state[0].detach(), state[1].detach())
                 optimizer.zero_grad(set_to_none=True)
-                with _autocast(precision, device):
+                with autocast(precision, device):
                     logits, state = model(inputs, state)
                     loss = criterion(logits.view(-1, corpus.vocab), targets.reshape(-1))
                 scaler.scale(loss).backward()
@@ -182,7 +159,7 @@ def evaluate(model: LstmLM, data: torch.Tensor, seq_len: int, precision: str,
     criterion = nn.CrossEntropyLoss(reduction="sum")
     total = torch.zeros((), device=device)  # stays on the device: no sync per window
     words = 0
-    with torch.no_grad(), _autocast(precision, device):
+    with torch.no_grad(), autocast(precision, device):
         state = model.initial_state(data.size(1))
         for inputs, targets in windows(data, seq_len):
             logits, state = model(inputs, state)

@@ -11,7 +11,6 @@ after `warmup_steps` untimed ones (where compilation happens).
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import torch
 from torch import nn
 
 from orchestrator.context import Context, Unsupported
-from orchestrator.measure import TorchCudaProbe, no_sync
+from workloads.torch_common import autocast, set_precision, use_torch
 
 Net = Callable[[torch.Tensor], torch.Tensor]
 COMPILED_MIN_WARMUP = 2  # compile on the first call, specialise on the second (TorchScript)
@@ -102,23 +101,6 @@ def compile_loop(loop: CellLoop, device: torch.device) -> tuple[Net, str]:
     return scripted, f"torch.jit.script (torch.compile cannot run: {problem})"
 
 
-def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
-    """fp16/bf16 autocast; fp32 and tf32 run without it (TF32 is a backend switch)."""
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
-    if precision in dtypes:
-        return torch.autocast(device.type, dtype=dtypes[precision])
-    return contextlib.nullcontext()
-
-
-def _set_precision(precision: str, device: torch.device) -> None:
-    """TF32 on only for tf32; fp16 and tf32 need a GPU (the registry marks them gpu_only)."""
-    if device.type != "cuda" and precision in ("tf32", "fp16"):
-        raise Unsupported(f"precision {precision} needs a GPU")
-    allow_tf32 = precision == "tf32"  # fp32 means true fp32, also outside autocast regions
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
-    torch.backends.cudnn.allow_tf32 = allow_tf32
-
-
 @dataclass
 class Bench:
     """What one cell times: the network to call, its optimizer, and the fixed data."""
@@ -136,7 +118,7 @@ class Bench:
     def train_step(self) -> torch.Tensor:
         """Forward, MSE of every last-layer state, backward through all layers, SGD step."""
         self.optimizer.zero_grad(set_to_none=True)
-        with _autocast(self.precision, self.device):
+        with autocast(self.precision, self.device):
             loss = nn.functional.mse_loss(self.net(self.inputs).float(), self.target)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
@@ -145,7 +127,7 @@ class Bench:
 
     def forward(self) -> torch.Tensor:
         """Forward only: all hidden states of the last layer, no graph kept."""
-        with torch.no_grad(), _autocast(self.precision, self.device):
+        with torch.no_grad(), autocast(self.precision, self.device):
             return self.net(self.inputs)
 
 
@@ -153,7 +135,7 @@ def setup(params: dict[str, Any], device: torch.device) -> Bench:
     """Seeded data and weights (the same weights for every rnn_impl) on `device`."""
     hidden, layers, impl = int(params["hidden"]), int(params["layers"]), str(params["rnn_impl"])
     precision = str(params["precision"])
-    _set_precision(precision, device)
+    set_precision(precision, device)
     generator = torch.Generator().manual_seed(int(params["seed"]))
     shape = (int(params["batch_size"]), int(params["seq_len"]), hidden)
     inputs = torch.randn(shape, generator=generator).to(device)
@@ -180,12 +162,7 @@ def run(ctx: Context) -> None:
     if p["rnn_impl"] == "compiled" and warmup < COMPILED_MIN_WARMUP:
         raise ValueError(f"rnn_impl=compiled compiles in its first calls: warmup_steps must be "
                          f"at least {COMPILED_MIN_WARMUP}, not {warmup}")
-    device = torch.device(ctx.device)
-    if device.type == "cuda":
-        ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
-                          probes=[TorchCudaProbe(device)])
-    else:
-        ctx.use_framework("torch", torch.__version__, sync=no_sync, probes=[])
+    device = use_torch(ctx)
     bench = setup(p, device)
     print(f"rnn_micro: rnn_impl={p['rnn_impl']} runs as {bench.how}", flush=True)
 

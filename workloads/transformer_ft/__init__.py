@@ -1,0 +1,1 @@
+"""The `transformer_ft` workload: DistilBERT sequence-classification fine-tuning (seed 004)."""
