@@ -144,3 +144,14 @@ def test_the_worker_runs_a_cell_end_to_end(tmp_path: Path) -> None:
     assert records["measurement"]["items"] == timed_words(params)
     assert records["provenance"]["framework"] == "torch"
     assert records["provenance"]["data_sha256"] == {}  # synthetic data: no files
+
+
+def test_it_really_trains_on_wikitext2(monkeypatch) -> None:
+    from workloads.lstm_lm.workload import train_losses
+
+    monkeypatch.setenv("MATRIX_BENCH_DATA", str(SHARED_DATA))
+    params = load_workload("lstm_lm").resolve({"preset": "tiny", "dataset": "wikitext2"})
+    losses = train_losses(params, steps=40)
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert math.isfinite(last) and first > 10  # about ln(33,278) at the start
+    assert last < first - 0.5, losses

@@ -97,6 +97,50 @@ class LstmLM(nn.Module):
         return weight.new_zeros(shape), weight.new_zeros(shape)
 
 
+class Trainer:
+    """The model, Adam and the grad scaler; `step` is one truncated-BPTT training step."""
+
+    def __init__(self, p: dict[str, Any], vocab: int, device: torch.device) -> None:
+        self.precision, self.device, self.vocab = str(p["precision"]), device, vocab
+        self.clip = float(p["clip"])
+        self.model = LstmLM(vocab, int(p["emb_dim"]), int(p["hidden"]), int(p["layers"]),
+                            float(p["dropout"])).to(device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=float(p["lr"]))
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
+        self.criterion = nn.CrossEntropyLoss()
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor,
+             state: Hidden) -> tuple[torch.Tensor, Hidden]:
+        """Train on one window; the loss stays on the device (reading it would sync)."""
+        state = (state[0].detach(), state[1].detach())
+        self.optimizer.zero_grad(set_to_none=True)
+        with autocast(self.precision, self.device):
+            logits, state = self.model(inputs, state)
+            loss = self.criterion(logits.view(-1, self.vocab), targets.reshape(-1))
+        self.scaler.scale(loss).backward()
+        if self.clip > 0:
+            self.scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.detach(), state
+
+
+def train_losses(p: dict[str, Any], steps: int, device: str = "cpu") -> list[float]:
+    """The losses of the first `steps` training steps, with run()'s data and step (tests)."""
+    torch.manual_seed(int(p["seed"]))
+    corpus = load_corpus(p)
+    trainer = Trainer(p, corpus.vocab, torch.device(device))
+    train = batchify(corpus.train, int(p["batch_size"])).to(device)
+    state = trainer.model.initial_state(int(p["batch_size"]))
+    losses = []
+    for _, (inputs, targets) in zip(range(steps), windows(train, int(p["seq_len"])),
+                                    strict=False):
+        loss, state = trainer.step(inputs, targets, state)
+        losses.append(float(loss))
+    return losses
+
+
 def run(ctx: Context) -> None:
     """Train for ctx.epochs epochs; one measurement record per epoch."""
     p = ctx.params
@@ -118,33 +162,17 @@ def run(ctx: Context) -> None:
             f"the training stream gives {train_steps} steps of batch_size {batch_size} x seq_len "
             f"{seq_len}, not more than warmup_steps={warmup}: use more tokens or smaller batches")
 
-    model = LstmLM(corpus.vocab, int(p["emb_dim"]), int(p["hidden"]), int(p["layers"]),
-                   float(p["dropout"])).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    criterion = nn.CrossEntropyLoss()
-    clip = float(p["clip"])
-
+    trainer = Trainer(p, corpus.vocab, device)
     for epoch in ctx.epoch_range():
-        model.train()
-        state = model.initial_state(batch_size)
+        trainer.model.train()
+        state = trainer.model.initial_state(batch_size)
         meter = ctx.start_epoch(warmup)
         for inputs, targets in windows(train, seq_len):
             with meter.step(items=targets.numel()):
-                state = (state[0].detach(), state[1].detach())
-                optimizer.zero_grad(set_to_none=True)
-                with autocast(precision, device):
-                    logits, state = model(inputs, state)
-                    loss = criterion(logits.view(-1, corpus.vocab), targets.reshape(-1))
-                scaler.scale(loss).backward()
-                if clip > 0:
-                    scaler.unscale_(optimizer)
-                    nn.utils.clip_grad_norm_(model.parameters(), clip)
-                scaler.step(optimizer)
-                scaler.update()
+                _, state = trainer.step(inputs, targets, state)
         if valid.size(0) > 1:
             with meter.evaluation() as ev:
-                ev.items = evaluate(model, valid, seq_len, precision, device)
+                ev.items = evaluate(trainer.model, valid, seq_len, precision, device)
         summary = meter.summary()
         metrics = {"train_words_per_s": summary["items_per_s"]}
         if "eval_items_per_s" in summary:
