@@ -18,6 +18,22 @@ from orchestrator.errors import SpecError
 PathKey = tuple[str | int, ...]
 
 
+class SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading floats as YAML 1.2 does: `1e-3` is a number, not the
+    string YAML 1.1 makes of it (users write learning rates that way)."""
+
+
+# A copy of the resolver table, so the global SafeLoader is left as it is.
+SpecLoader.yaml_implicit_resolvers = {
+    first: list(resolvers) for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
 @dataclass(frozen=True)
 class LocatedYaml:
     """Parsed data plus the line where each path of it starts."""
@@ -55,7 +71,7 @@ def read_yaml(path: Path) -> LocatedYaml:
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(path, None, "", f"cannot read the file: {exc}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=SpecLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise SpecError(path, mark.line + 1 if mark else None, "",
@@ -66,7 +82,7 @@ def read_yaml(path: Path) -> LocatedYaml:
     if node is not None:
         _index(node, (), lines, path)
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=SpecLoader)  # a SafeLoader: object tags are refused
     except yaml.MarkedYAMLError as exc:  # the safe loader refuses object tags
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         loc = min((loc for loc, at in lines.items() if at == line), key=len, default=())

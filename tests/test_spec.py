@@ -177,3 +177,11 @@ def test_json_schema_describes_the_file():
     schema = json_schema()
     assert set(schema["required"]) == {"name", "hardware", "stacks", "workloads"}
     assert schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] == ["local", "ec2"]
+
+
+def test_exponent_floats_are_numbers(matrix_file):
+    spec = load_spec(matrix_file(GOOD.replace("[0.1, 0.2]", "[1e-1, 2.5E-1, 3e0]")))
+    assert spec.workloads[0].params["seconds"] == [0.1, 0.25, 3.0]
+    import yaml
+
+    assert yaml.safe_load("x: 1e-3") == {"x": "1e-3"}  # the global loader is left alone
