@@ -41,3 +41,16 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     if precision in AUTOCAST_DTYPES:
         return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
     return contextlib.nullcontext()
+
+
+def backward_and_step(loss: torch.Tensor, model: torch.nn.Module,
+                      optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+                      clip: float) -> None:
+    """Backward through the grad scaler (a no-op unless fp16), gradient-norm clipping on
+    unscaled gradients when clip > 0, then the optimizer step."""
+    scaler.scale(loss).backward()
+    if clip > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    scaler.step(optimizer)
+    scaler.update()

@@ -19,7 +19,7 @@ from torch import nn
 
 from orchestrator import datasets
 from orchestrator.context import Context, Unsupported
-from workloads.torch_common import autocast, set_precision, use_torch
+from workloads.torch_common import autocast, backward_and_step, set_precision, use_torch
 
 Hidden = tuple[torch.Tensor, torch.Tensor]
 SPLITS = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")
@@ -117,12 +117,7 @@ class Trainer:
         with autocast(self.precision, self.device):
             logits, state = self.model(inputs, state)
             loss = self.criterion(logits.view(-1, self.vocab), targets.reshape(-1))
-        self.scaler.scale(loss).backward()
-        if self.clip > 0:
-            self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        backward_and_step(loss, self.model, self.optimizer, self.scaler, self.clip)
         return loss.detach(), state
 
 

@@ -23,7 +23,7 @@ import transformers
 from torch import nn
 
 from orchestrator.context import Context, Unsupported
-from workloads.torch_common import autocast, set_precision, use_torch
+from workloads.torch_common import autocast, backward_and_step, set_precision, use_torch
 
 CUES_PER_LABEL = 4  # the first token is one of labels * CUES_PER_LABEL ids; label = id % labels
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # input_ids, attention_mask, labels
@@ -111,12 +111,7 @@ class Trainer:
         with autocast(self.precision, self.device):
             loss = self.model(input_ids=input_ids, attention_mask=attention_mask,
                               labels=labels).loss
-        self.scaler.scale(loss).backward()
-        if self.clip > 0:
-            self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        backward_and_step(loss, self.model, self.optimizer, self.scaler, self.clip)
         return loss.detach()
 
 
