@@ -8,10 +8,10 @@ Adam-family optimizer with lr 2e-4, gradient-norm clipping at 0.25, torch's defa
 * ours: the real worker (`orchestrator.worker.main`) runs the real `workloads.lstm_lm`
   `run()` on a cell that the project's own matrix expansion built from a matrix file, and the
   figure is the `items_per_s` of the measurement record it writes. One full epoch is 1,865
-  steps (about half an hour on two cores), too long to alternate several times, so the one
-  change is that the workload's `windows` generator is wrapped here (in the child process,
-  nothing edited) to stop after `warmup + steps` training windows (and `EVAL_WINDOWS` for the
-  evaluation that follows, which is timed apart and not compared).
+  steps (about 15 minutes on two cores, plus evaluation), too long to alternate several
+  times, so the one change is that the workload's `windows` generator is wrapped here (in the
+  child process, nothing edited) to stop after `warmup + steps` training windows (and
+  `EVAL_WINDOWS` for the evaluation that follows, which is timed apart and not compared).
 * theirs: pytorch/examples' own `data.Corpus` and `model.RNNModel`, imported from a checkout
   outside this project (never copied into it), trained by `peer_steps` below, which makes the
   calls of its `train()` loop body in its order (`--use-optimizer`, its AdamW path): cut the
@@ -19,6 +19,12 @@ Adam-family optimizer with lr 2e-4, gradient-norm clipping at 0.25, torch's defa
   model), `NLLLoss`, backward, `clip_grad_norm_`, `optimizer.step()`, `loss.item()`. Its
   periodic log print is left out. Timed like ours: `time.perf_counter` at step boundaries,
   the first `warmup` steps excluded, `seq_len * batch` target words per step.
+
+What differs in the math: theirs is AdamW (main.py's `--use-optimizer`; torch's default
+weight_decay 0.01, an extra `param.mul_` per parameter per step), ours Adam without weight
+decay; theirs applies log_softmax in the model and NLLLoss, ours CrossEntropyLoss (the same
+kernels); their init is uniform(+-0.1) for the embedding and decoder, ours torch's defaults.
+lr is 2e-4 on both sides (main.py's default lr of 20 is for its manual SGD update).
 
 Both sides train on the same first `warmup + steps` windows of the same batchified stream
 (the two tokenizers give identical ids; `data_check` verifies it) in separate fresh child
@@ -35,7 +41,8 @@ Beside it, once each: (1) the user path unpatched: `matrix run FILE --no-ray` of
 configuration on synthetic tokens of WikiText-2's vocabulary, sized to exactly
 `warmup + steps` windows, as a check that the wrapped worker measures what a user gets;
 (2) pytorch/examples' own `main.py`, unmodified, for a few log intervals, with the ms/batch it
-prints (its first interval includes start-up batches and is listed but not used).
+prints: the median of the intervals after the first (the first includes start-up batches
+and is listed but not used).
 
     MATRIX_BENCH_DATA=/work/shared/data .venv/bin/python bench/lstm_lm_vs_examples.py \\
         --peer /tmp/peer/word_language_model --peer-commit 77f55b9 [--rounds 6] [--steps 100]
@@ -274,11 +281,16 @@ def peer_main(peer: Path, data_dir: Path) -> dict[str, Any]:
                     break
         process.terminate()
         process.wait()
-    steady = ms_per_batch[1:]
-    words = c["seq_len"] * c["batch"]
     return {"command": "python -u main.py " + " ".join(command[3:]),
             "log_interval": PEER_LOG_INTERVAL, "ms_per_batch": ms_per_batch,
-            "words_per_s_after_first_interval": words / (statistics.mean(steady) / 1000)}
+            **peer_main_rate(ms_per_batch)}
+
+
+def peer_main_rate(ms_per_batch: list[float]) -> dict[str, float]:
+    """Words/s from the median ms/batch of main.py's log intervals after the first."""
+    words = CONFIG["seq_len"] * CONFIG["batch"]
+    return {"words_per_s_median_after_first_interval":
+            words / (statistics.median(ms_per_batch[1:]) / 1000)}
 
 
 # --------------------------------------------------------------------------- driver
@@ -357,6 +369,18 @@ def machine() -> dict[str, Any]:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
+def project_state() -> dict[str, Any]:
+    """This project's commit and its uncommitted changes under the measured code's folders
+    (read at the start and at the end: code edited mid-run would show as a difference)."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=PROJECT, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"),
+            "dirty": git("status", "--porcelain", "--", "orchestrator", "workloads",
+                         "bench/lstm_lm_vs_examples.py").splitlines()}
+
+
 def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     ours = [r["ours"]["items_per_s"] for r in rounds]
     theirs = [r["theirs"]["items_per_s"] for r in rounds]
@@ -397,6 +421,7 @@ def extra(task: Callable[[], dict[str, Any]], args: argparse.Namespace) -> dict[
 
 def bench(args: argparse.Namespace) -> dict[str, Any]:
     started = dt.datetime.now(dt.UTC)
+    project_start = project_state()
     check = data_check(args.peer, args.data)
     print(f"data check: {check}", file=sys.stderr)
     quiet = wait_for_quiet(args.max_wait_s)
@@ -417,6 +442,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         "ended_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(), "config": CONFIG, "warmup_steps": args.warmup,
         "timed_steps": args.steps, "peer": {"dir": str(args.peer), "commit": args.peer_commit},
+        "project_start": project_start, "project_end": project_state(),
         "data_check": check, "load_wait": quiet, "load_start": load_start,
         "load_end": load_end, "disturbed_share": DISTURBED_SHARE, "rounds": rounds,
         "summary": summarise(rounds) if rounds else None,
@@ -449,9 +475,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--peer", type=Path, default=Path("/tmp/peer/word_language_model"),
                         help="pytorch/examples' word_language_model checkout (outside this repo)")
     parser.add_argument("--peer-commit", default="77f55b9")
-    parser.add_argument("--data", type=Path,
-                        default=Path(os.environ.get("MATRIX_BENCH_DATA", "/work/shared/data")),
-                        help="folder holding wikitext-2/{train,valid,test}.txt")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="the dataset cache holding wikitext-2/{train,valid,test}.txt "
+                             "(default: $MATRIX_BENCH_DATA or ~/.cache/matrix-bench/data; "
+                             "fetched and sha256-checked there if missing)")
     parser.add_argument("--rounds", type=int, default=6,
                         help="undisturbed rounds wanted (at most twice as many are run)")
     parser.add_argument("--warmup", type=int, default=10)
@@ -465,7 +492,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse(argv)
-    os.environ.setdefault("MATRIX_BENCH_DATA", str(args.data))
+    sys.path.insert(0, str(PROJECT))
+    from orchestrator import datasets
+
+    args.data = args.data or datasets.data_dir()
+    os.environ["MATRIX_BENCH_DATA"] = str(args.data)
     if args.child:
         children: dict[str, Callable[[], dict[str, Any]]] = {
             "ours": lambda: child_ours(args.warmup, args.steps),
@@ -473,7 +504,7 @@ def main(argv: list[str]) -> int:
         }
         print(json.dumps(children[args.child]()))
         return 0
-    sys.path.insert(0, str(PROJECT))
+    datasets.fetch("wikitext2")
     result = bench(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
