@@ -9,10 +9,11 @@ by the probes that need them, which only the workloads that use them create.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 # The worker imports this module for every cell; dataclasses, statistics and pathlib would
 # cost it about 10 ms of imports, more than all the rest of its bookkeeping.
@@ -73,6 +74,86 @@ class TorchCudaProbe:
             "mem_alloc_peak_bytes": int(torch.cuda.max_memory_allocated(self.device)),
             "mem_reserved_peak_bytes": int(torch.cuda.max_memory_reserved(self.device)),
         }
+
+
+# Set by the worker before any framework loads (Contracts: measurement rules). With these,
+# TensorFlow and JAX allocate as the model needs instead of grabbing (most of) the card, so
+# their allocator peaks are the model's memory.
+FRAMEWORK_ENV = {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+class TensorflowProbe:
+    """Peak bytes TensorFlow's allocator handed out on the cell's devices (memory growth on).
+
+    With several replicas (MirroredStrategy) each GPU holds one, so the largest per-device
+    peak is reported, as torch's per-device peak. On a CPU-only machine the device is the
+    CPU, whose allocator TensorFlow counts too. `api` is `tf.config.experimental`; passing
+    another is the seam for recorded readings.
+    """
+
+    def __init__(self, devices: Sequence[str], api: Any = None) -> None:
+        if api is None:
+            import tensorflow as tf
+
+            api = tf.config.experimental
+        self.devices, self.api = list(devices), api
+
+    def reset(self) -> None:
+        for device in self.devices:
+            self.api.reset_memory_stats(device)
+
+    def read(self) -> dict[str, int]:
+        peaks = [int(self.api.get_memory_info(device)["peak"]) for device in self.devices]
+        return {"mem_alloc_peak_bytes": max(peaks)} if peaks else {}
+
+
+def tensorflow_probes() -> list[MemoryProbe]:
+    """A TensorflowProbe over the visible GPUs, or over the CPU where there is none."""
+    import tensorflow as tf
+
+    devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")[:1]
+    return [TensorflowProbe([device.name for device in devices])]
+
+
+def tensorflow_sync() -> None:
+    """Wait for every op TensorFlow has queued on any device (its benchmarking barrier)."""
+    import tensorflow as tf
+
+    tf.test.experimental.sync_devices()
+
+
+class JaxProbe:
+    """`peak_bytes_in_use` of JAX's allocator, the largest over the given devices.
+
+    XLA offers no reset of that peak: the figure is the peak since the worker started, which
+    is the epoch's own peak whenever a later epoch needs no less memory than an earlier one
+    (a steady training loop). The CPU client keeps no statistics (`memory_stats()` is None):
+    then nothing is reported, never a false zero. A GPU with preallocation on would report
+    the pool, not the model, so that is refused.
+    """
+
+    def __init__(self, devices: Sequence[Any]) -> None:
+        self.devices = list(devices)
+        on_gpu = any(device.platform == "gpu" for device in self.devices)
+        if on_gpu and os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() != "false":
+            raise RuntimeError("JAX preallocates the GPU: set XLA_PYTHON_CLIENT_PREALLOCATE="
+                               "false before importing jax (the worker does)")
+
+    def reset(self) -> None:
+        """Nothing to reset (see the class docstring)."""
+
+    def read(self) -> dict[str, int]:
+        peaks = [stats["peak_bytes_in_use"] for device in self.devices
+                 if (stats := device.memory_stats()) and "peak_bytes_in_use" in stats]
+        return {"mem_alloc_peak_bytes": int(max(peaks))} if peaks else {}
+
+
+def jax_sync() -> None:
+    """Wait until every array JAX holds is computed: JAX dispatches asynchronously, on the
+    CPU as on GPUs, so a clock read without this times the dispatch, not the work."""
+    import jax
+
+    jax.block_until_ready(jax.live_arrays())
 
 
 class Evaluation:

@@ -18,6 +18,7 @@ from typing import Any
 
 from orchestrator.context import Context, RecordWriter, Unsupported
 from orchestrator.host import cpu_model, hostname, python_version
+from orchestrator.measure import FRAMEWORK_ENV
 
 EXIT_WORKLOAD_ERROR = 1
 
@@ -29,6 +30,7 @@ def main(argv: list[str]) -> int:
     with open(argv[0], encoding="utf-8") as handle:
         cell = json.load(handle)
     writer = RecordWriter(argv[1])
+    os.environ.update(FRAMEWORK_ENV)  # before the workload imports its framework
     ctx = Context(cell=cell, writer=writer)
     start = time.perf_counter()
     code = 0
