@@ -1,9 +1,10 @@
 """`python -m orchestrator.worker CELL_FILE OUT_FILE`: run one cell and append its records.
 
-Runs inside the stack's container or Python environment. It imports the workload and
-nothing heavy of its own; stdout and stderr belong to the cell's log. Exit 0 when the cell
-ran; on a workload exception it appends an `error` record and exits 1, so the executor can
-tell `failed` from `oom` and `unsupported` (Contracts: worker input and output).
+Runs inside the stack's container or Python environment. It first checks that the
+environment is the stack the cell declares, then imports the workload and nothing heavy of
+its own; stdout and stderr belong to the cell's log. Exit 0 when the cell ran; otherwise it
+appends an `error` record and exits 1, so the executor can tell `failed` from `oom`,
+`unsupported` and `stack_mismatch` (Contracts: worker input and output).
 """
 
 from __future__ import annotations
@@ -19,8 +20,13 @@ from typing import Any
 from orchestrator.context import Context, RecordWriter, Unsupported
 from orchestrator.host import cpu_model, hostname, python_version
 from orchestrator.measure import FRAMEWORK_ENV
+from orchestrator.stack_check import stack_mismatch
 
 EXIT_WORKLOAD_ERROR = 1
+
+
+class StackMismatch(Exception):
+    """This environment is not the stack the cell declares; nothing was run."""
 
 
 def main(argv: list[str]) -> int:
@@ -35,6 +41,9 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     code = 0
     try:
+        mismatch = stack_mismatch(cell["stack"])
+        if mismatch:
+            raise StackMismatch(mismatch)
         module = importlib.import_module(f"workloads.{cell['workload']}.workload")
         module.run(ctx)
     except BaseException as exc:  # every failure becomes a record
@@ -51,7 +60,8 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
     message = str(exc)
     oom = isinstance(exc, MemoryError) or name == "OutOfMemoryError" or (
         "out of memory" in message.lower() and "cuda" in message.lower())
-    kind = "unsupported" if isinstance(exc, Unsupported) else "oom" if oom else "failed"
+    kind = ("unsupported" if isinstance(exc, Unsupported) else
+            "stack_mismatch" if isinstance(exc, StackMismatch) else "oom" if oom else "failed")
     return {"record": "error", "kind": kind, "type": name, "message": message[:2000]}
 
 

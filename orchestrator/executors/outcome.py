@@ -162,6 +162,8 @@ def _classify(exit: WorkerExit, error: dict[str, Any] | None, log_tail: str,
         return Status.OOM, "killed by the container engine for exceeding its memory limit"
     if error is not None:
         message = f"{error.get('type')}: {error.get('message')}"
+        if error.get("kind") == "stack_mismatch":
+            return Status.STACK_MISMATCH, str(error.get("message"))
         return {"oom": Status.OOM, "unsupported": Status.UNSUPPORTED}.get(
             error.get("kind"), Status.FAILED), message
     if exit.returncode != 0:

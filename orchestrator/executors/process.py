@@ -2,8 +2,8 @@
 
 The subprocess is the fault boundary: a crash, an out-of-memory kill or a timeout ends that
 cell alone. The cell's whole process group is killed at its timeout, so nothing it started
-lingers. A stack's declared pins (Python, framework version) are checked against this
-environment first; a mismatch is the status `stack_mismatch`, and nothing runs.
+lingers. The worker checks the stack's declared pins against this environment before it
+runs anything (orchestrator/stack_check.py).
 """
 
 from __future__ import annotations
@@ -16,21 +16,14 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 
 from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
 from orchestrator.matrix import Cell
-from orchestrator.records import Record, Status
-from orchestrator.spec import Stack
+from orchestrator.records import Record
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
-FRAMEWORK_DISTRIBUTIONS = {
-    "torch": ("torch",),
-    "tensorflow": ("tensorflow", "tensorflow-cpu"),
-    "jax": ("jax",),
-}
 
 
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
@@ -44,14 +37,6 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
     cell_file.write_text(cell.model_dump_json(indent=2))
     out_file.unlink(missing_ok=True)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-
-    mismatch = stack_mismatch(cell.stack)
-    if mismatch:
-        log_file.write_text(f"stack check: {mismatch}\n")
-        exit = WorkerExit(returncode=None, timed_out=False, started_at=started_at, wall_s=0.0,
-                          node_id=node_id)
-        return records_for(cell, exit, out_file, log_file, tool,
-                           status_override=(Status.STACK_MISMATCH, mismatch))
 
     start = time.perf_counter()
     with open(log_file, "wb") as log:
@@ -85,38 +70,6 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=started_at,
                       wall_s=time.perf_counter() - start, node_id=node_id)
     return records_for(cell, exit, out_file, log_file, tool)
-
-
-def stack_mismatch(stack: Stack) -> str | None:
-    """Why this environment is not the stack it claims to be, or None."""
-    here = f"{sys.version_info.major}.{sys.version_info.minor}.{sys.version_info.micro}"
-    if stack.python and not _version_matches(stack.python, here):
-        return f"stack {stack.name} declares Python {stack.python}, this environment has {here}"
-    if stack.framework and stack.framework_version:
-        installed = _installed_version(stack.framework)
-        if installed is None:
-            return f"stack {stack.name} declares {stack.framework} {stack.framework_version}, " \
-                   f"which is not installed here"
-        if not _version_matches(stack.framework_version, installed):
-            return f"stack {stack.name} declares {stack.framework} {stack.framework_version}, " \
-                   f"this environment has {installed}"
-    return None
-
-
-def _version_matches(declared: str, actual: str) -> bool:
-    """"2.13" matches "2.13.0+cpu": every declared component equals the actual one."""
-    wanted = declared.split(".")
-    have = actual.split("+")[0].split(".")
-    return have[: len(wanted)] == wanted
-
-
-def _installed_version(framework: str) -> str | None:
-    for distribution in FRAMEWORK_DISTRIBUTIONS.get(framework, (framework,)):
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def _worker_env(cell: Cell) -> dict[str, str]:
