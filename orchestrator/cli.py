@@ -73,6 +73,46 @@ def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
 
 
 @app.command()
+def build(matrix_file: MatrixFile, output: Output = None) -> None:
+    """Build the image of every stack that runs in one (only those missing), and push them
+    where the matrix names a registry."""
+    from orchestrator.build import build_images, image_stacks
+    from orchestrator.spec import load_spec
+    from orchestrator.sweep import run_dir_for
+
+    spec = load_spec(matrix_file)
+    stacks = image_stacks(spec)
+    if not stacks:
+        typer.echo(f"{matrix_file}: no stack runs in an image (all use executor: process)")
+        return
+    console = _console()
+    built = build_images(spec, stacks, run_dir_for(spec, output), console)
+    for name, ref in built.refs.items():
+        state = "built" if name in built.built else "cached"
+        console.print(f"{name}: {ref.tag} {state}, id {ref.image_id[:19]}, "
+                      f"{ref.size_bytes / 1e9:.2f} GB" + (f", {ref.repo_digest}"
+                                                           if ref.repo_digest else ""))
+    if built.failures:
+        raise typer.Exit(1)
+
+
+@app.command()
+def lock(wheelhouse: Annotated[Path, typer.Argument(
+             help="A folder of wheels, as `pip download -d FOLDER ...` leaves it.",
+             show_default=False)],
+         output: Annotated[Path, typer.Option(
+             "--output", "-o", help="The lock file to write, images/locks/<stack>.txt.")],
+         ) -> None:
+    """Write a stack's lock file: every wheel of a wheelhouse, pinned by its sha256."""
+    from orchestrator.images import lock_from_wheelhouse
+
+    text = lock_from_wheelhouse(wheelhouse)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    typer.echo(f"{output}: {len(text.splitlines()) - 1} pinned packages")
+
+
+@app.command()
 def validate(matrix_file: MatrixFile) -> None:
     """Check a matrix file; errors name the file, line and field."""
     from orchestrator.matrix import expand

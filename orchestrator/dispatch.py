@@ -13,15 +13,15 @@ import os
 import signal
 import socket
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import DispatchError
-from orchestrator.executors.outcome import ToolInfo
-from orchestrator.executors.process import run_cell
+from orchestrator.executors import execute
+from orchestrator.executors.outcome import ToolInfo, not_run_records
+from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
-from orchestrator.records import CellRecord, ProvenanceRecord, Record, Status, parse_record
+from orchestrator.records import Record, Status, parse_record
 from orchestrator.spec import Hardware
 
 HW_PREFIX = "hw:"
@@ -43,9 +43,10 @@ class SerialDispatcher:
     def offered(self) -> set[str] | None:
         return None  # only local hardware, judged by the plan against this machine
 
-    def run(self, cells: list[Cell]) -> Iterator[tuple[Cell, list[Record]]]:
+    def run(self, cells: list[Cell], images: dict[str, ImageRef]
+            ) -> Iterator[tuple[Cell, list[Record]]]:
         for cell in cells:
-            yield cell, run_cell(cell, self.run_root, self.tool, node_id=self.node_id)
+            yield cell, execute(cell, self.run_root, self.tool, images, node_id=self.node_id)
 
     def close(self) -> None:
         pass
@@ -92,7 +93,8 @@ class RayDispatcher:
         return {key.removeprefix(HW_PREFIX) for key in self.ray.cluster_resources()
                 if key.startswith(HW_PREFIX)}
 
-    def run(self, cells: list[Cell]) -> Iterator[tuple[Cell, list[Record]]]:
+    def run(self, cells: list[Cell], images: dict[str, ImageRef]
+            ) -> Iterator[tuple[Cell, list[Record]]]:
         ray = self.ray
         # Embedded: one machine, so one cell at a time whatever the hardware entries.
         window = 1 if self.embedded else len(cells)
@@ -106,7 +108,8 @@ class RayDispatcher:
                         resources={hw_resource(cell.hardware.name): 1.0},
                         num_gpus=cell.hardware.gpus, num_cpus=0,
                         max_retries=LOST_NODE_RETRIES, name=f"cell-{cell.cell_id}",
-                    ).remote(cell.model_dump_json(), str(self.run_root), self.tool)
+                    ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
+                             images.get(cell.stack.name))
                     in_flight[ref] = cell
                 ready, _ = ray.wait(list(in_flight), num_returns=1)
                 cell = in_flight.pop(ready[0])
@@ -129,24 +132,17 @@ class RayDispatcher:
 
 def lost_node_records(cell: Cell, reason: str) -> list[Record]:
     """The records of a cell whose node went away before it reported."""
-    identity = {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
-                "repeat": cell.repeat}
-    return [
-        ProvenanceRecord(**identity),
-        CellRecord(**identity, status=Status.NODE_LOST,
-                   started_at=datetime.now(UTC).isoformat(timespec="seconds"), wall_s=0.0,
-                   attempts=1 + LOST_NODE_RETRIES, hardware=cell.hardware.name,
-                   stack=cell.stack.name, workload=cell.workload,
-                   error=f"node lost: {reason}",
-                   **{f"param.{k}": v for k, v in cell.params.items()}),
-    ]
+    return not_run_records(cell, Status.NODE_LOST, f"node lost: {reason}",
+                           attempts=1 + LOST_NODE_RETRIES)
 
 
-def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo) -> list[dict[str, Any]]:
-    """The Ray task: run one cell on this node with the process executor."""
+def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo,
+                      image: ImageRef | None) -> list[dict[str, Any]]:
+    """The Ray task: run one cell on this node with its stack's executor."""
     import ray
 
     cell = Cell.model_validate_json(cell_json)
     node_id = ray.get_runtime_context().get_node_id()
-    records = run_cell(cell, Path(run_root), tool, node_id=node_id)
+    images = {cell.stack.name: image} if image is not None else {}
+    records = execute(cell, Path(run_root), tool, images, node_id=node_id)
     return [r.model_dump(mode="json", exclude_none=True) for r in records]

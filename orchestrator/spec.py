@@ -22,6 +22,7 @@ ScalarOrList = Scalar | list[Scalar]
 NamesOrOne = Name | list[Name]
 
 DEFAULT_TIMEOUT_S = 3600.0
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class _Strict(BaseModel):
@@ -68,6 +69,16 @@ class Stack(_Strict):
         return "docker" if any(pinned) else "process"
 
 
+class Images(_Strict):
+    """How stack images are built and shared. Delivery only, never part of a cell's identity:
+    the image tag is (a hash of the Dockerfile, the lock file and the worker code)."""
+
+    locks: str | None = None  # folder of <stack>.txt lock files; default: the project's
+    wheelhouse: str | None = None  # install from this folder of wheels, offline
+    ca_bundle: str | None = None  # extra CA certificates (PEM) for a proxy's TLS
+    registry: str | None = None  # push built images here, e.g. localhost:5000/matrix-bench
+
+
 class WorkloadEntry(_Strict):
     """A workload and its parameter grid: any value in `params` may be a list (an axis)."""
 
@@ -101,6 +112,7 @@ class MatrixSpec(_Strict):
     repeats: int = Field(default=1, ge=1)
     output: str | None = None  # run directory; default reports/<name>
     budget_usd: float | None = Field(default=None, gt=0)
+    images: Images = Field(default_factory=Images)
 
     def workload_entry(self, name: str) -> WorkloadEntry:
         return next(w for w in self.workloads if w.name == name)
@@ -125,7 +137,7 @@ def load_spec(path: Path | str) -> MatrixSpec:
     except ValidationError as exc:
         raise _first_error(doc, exc) from None
     _check_semantics(spec, doc)
-    return spec
+    return spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
 
 
 def _first_error(doc: LocatedYaml, exc: ValidationError) -> SpecError:
@@ -174,11 +186,14 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
             if item.name in seen:
                 raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
             seen.add(item.name)
+    images = resolve_image_paths(spec.images, doc.path.parent)
     for index, stack in enumerate(spec.stacks):
         if stack.effective_executor == "docker":
-            raise doc.error(("stacks", index, "executor" if stack.executor else "name"),
-                            "pinned Docker images are not supported yet: set executor: process "
-                            "to run this stack in the current environment (its pins are checked)")
+            _check_image_stack(stack, images, doc, ("stacks", index))
+    for key in ("wheelhouse", "ca_bundle"):
+        given = getattr(images, key)
+        if given and not (Path(given).is_dir() if key == "wheelhouse" else Path(given).is_file()):
+            raise doc.error(("images", key), f"{given} does not exist")
     for index, entry in enumerate(spec.workloads):
         try:
             info = load_workload(entry.name)
@@ -193,6 +208,30 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
     for section in ("include", "exclude"):
         for index, rule in enumerate(getattr(spec, section)):
             _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
+
+
+def resolve_image_paths(images: Images, base: Path) -> Images:
+    """The images section with its paths made absolute, relative ones against `base` (the
+    matrix file's folder), and the project's lock folder where none is given."""
+    def absolute(path: str | None) -> str | None:
+        return None if path is None else str((base / Path(path).expanduser()).resolve())
+
+    return images.model_copy(update={
+        "locks": absolute(images.locks) or str(PROJECT_ROOT / "images" / "locks"),
+        "wheelhouse": absolute(images.wheelhouse), "ca_bundle": absolute(images.ca_bundle)})
+
+
+def _check_image_stack(stack: Stack, images: Images, doc: LocatedYaml, loc: PathKey) -> None:
+    if stack.framework is None:
+        raise doc.error((*loc, "name"), "a stack that runs in an image names its framework "
+                                        "(torch, tensorflow or jax)")
+    if stack.cuda and not stack.base_image:
+        raise doc.error((*loc, "cuda"), "a CUDA stack names its base_image, e.g. "
+                                        "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04")
+    lock = Path(str(images.locks)) / f"{stack.name}.txt"
+    if not lock.is_file():
+        raise doc.error((*loc, "name"), f"no lock file {lock} for this stack (pinned "
+                                        "requirements with hashes; see images/README.md)")
 
 
 def entry_grid(entry: WorkloadEntry) -> dict[str, list[Scalar]]:

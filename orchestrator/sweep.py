@@ -15,9 +15,13 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.build import build_images, failed_image_records, image_stacks
 from orchestrator.dispatch import RayDispatcher, SerialDispatcher
+from orchestrator.executors.docker import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware import detect_local
+from orchestrator.images import ImageRef
+from orchestrator.matrix import Cell
 from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import SweepProgress
 from orchestrator.records import CellRecord, Record
@@ -98,14 +102,15 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     statuses: Counter[str] = Counter()
     interrupted = False
     try:
-        if plan.to_run and dispatcher is None:
+        to_run, images = _images_for(spec, plan.to_run, store, statuses, console)
+        if to_run and dispatcher is None:
             dispatcher = (SerialDispatcher(store.root, tool) if options.no_ray else
                           RayDispatcher(store.root, tool, spec.hardware))
-        if plan.to_run and dispatcher is not None:
+        if to_run and dispatcher is not None:
             attempts = Counter(r.cell_id for r in store.read() if isinstance(r, CellRecord))
-            in_flight = 1 if options.no_ray or dispatcher.offered() is None else len(plan.to_run)
-            with SweepProgress(console, plan.to_run, in_flight) as progress:
-                for cell, records in dispatcher.run(plan.to_run):
+            in_flight = 1 if options.no_ray or dispatcher.offered() is None else len(to_run)
+            with SweepProgress(console, to_run, in_flight) as progress:
+                for cell, records in dispatcher.run(to_run, images):
                     records = _with_attempt(records, attempts[cell.cell_id] + 1)
                     store.append(records)
                     record = records[-1]
@@ -126,6 +131,30 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
                         skipped=len(plan.skipped), statuses=dict(statuses),
                         interrupted=interrupted)
+
+
+def _images_for(spec: MatrixSpec, cells: list[Cell], store: ResultStore,
+                statuses: Counter[str], console: Console
+                ) -> tuple[list[Cell], dict[str, ImageRef]]:
+    """Build what the cells' stacks need; journal the cells of stacks without an image and
+    return the cells left to run with the images they run in."""
+    stacks = image_stacks(spec, cells)
+    if not stacks:
+        return cells, {}
+    removed = remove_leftovers(spec.name)
+    if removed:
+        console.print(f"removed {removed} container(s) a previous sweep left behind")
+    built = build_images(spec, stacks, store.root, console)
+    runnable = []
+    for cell in cells:
+        failure = built.failures.get(cell.stack.name)
+        if failure is None:
+            runnable.append(cell)
+            continue
+        records = failed_image_records(cell, failure)
+        store.append(records)
+        statuses[records[-1].status.value] += 1
+    return runnable, built.refs
 
 
 def _with_attempt(records: list[Record], attempt: int) -> list[Record]:

@@ -118,7 +118,7 @@ def test_the_worker_sets_the_framework_memory_settings_before_the_workload_runs(
         monkeypatch.delenv(name, raising=False)
     cell = tmp_path / "cell.json"
     cell.write_text(json.dumps(make_cell("sleep", {"seconds": 0.01, "steps": 1,
-                                                   "fault": "none"}, epochs=1)))
+                                                   "fault": "none", "message": ""}, epochs=1)))
     assert worker.main([str(cell), str(tmp_path / "out.jsonl")]) == 0
     assert {name: os.environ.get(name) for name in FRAMEWORK_ENV} == {
         "TF_FORCE_GPU_ALLOW_GROWTH": "true", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}

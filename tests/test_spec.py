@@ -167,10 +167,43 @@ def test_missing_required_section(matrix_file):
     assert err.field == "workloads" and "missing" in err.problem
 
 
-def test_pinned_stack_needs_the_image_builder(matrix_file):
+def test_a_cuda_stack_names_its_base_image(matrix_file):
     err = error_of(matrix_file, GOOD.replace("{name: here, executor: process}",
                                              "{name: cu121, framework: torch, cuda: '12.1'}"))
-    assert err.field == "stacks[0].name" and "executor: process" in err.problem
+    assert err.field == "stacks[0].cuda" and "base_image" in err.problem
+
+
+def test_an_image_stack_names_its_framework(matrix_file):
+    err = error_of(matrix_file, GOOD.replace("{name: here, executor: process}",
+                                             "{name: py, python: '3.11'}"))
+    assert err.field == "stacks[0].name" and "framework" in err.problem
+
+
+T2_STACK = "{name: t2, framework: torch, framework_version: '2.13.0'}"
+
+
+def test_an_image_stack_needs_its_lock_file(matrix_file, tmp_path):
+    err = error_of(matrix_file, GOOD.replace(
+        "{name: here, executor: process}", T2_STACK)
+        + "images: {locks: locks}\n")
+    assert err.field == "stacks[0].name"
+    assert f"no lock file {tmp_path / 'locks' / 't2.txt'}" in err.problem
+
+
+def test_image_paths_resolve_against_the_matrix_file(matrix_file, tmp_path):
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "t2.txt").write_text("torch==2.13.0 --hash=sha256:00\n")
+    (tmp_path / "wheels").mkdir()
+    spec = load_spec(matrix_file(GOOD.replace(
+        "{name: here, executor: process}", T2_STACK)
+        + "images: {locks: locks, wheelhouse: wheels}\n"))
+    assert spec.images.locks == str(tmp_path / "locks")
+    assert spec.images.wheelhouse == str(tmp_path / "wheels")
+
+
+def test_a_missing_wheelhouse_is_a_spec_error(matrix_file):
+    err = error_of(matrix_file, GOOD + "images: {wheelhouse: /no/such/folder}\n")
+    assert err.field == "images.wheelhouse" and "does not exist" in err.problem
 
 
 def test_json_schema_describes_the_file():

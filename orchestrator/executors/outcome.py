@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,22 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
     )
     kept: list[Record] = measurements if status is Status.OK else []
     return [provenance, *kept, cell_record]
+
+
+def not_run_records(cell: Cell, status: Status, error: str, attempts: int = 1,
+                    log_tail: str | None = None,
+                    provenance: dict[str, Any] | None = None) -> list[Record]:
+    """The batch of a cell that never reached a worker: its image failed, its node was lost."""
+    identity = {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
+                "repeat": cell.repeat}
+    return [
+        ProvenanceRecord(**identity, **(provenance or {})),
+        CellRecord(**identity, status=status,
+                   started_at=datetime.now(UTC).isoformat(timespec="seconds"), wall_s=0.0,
+                   attempts=attempts, hardware=cell.hardware.name, stack=cell.stack.name,
+                   workload=cell.workload, error=error, log_tail=log_tail,
+                   **{f"param.{k}": v for k, v in cell.params.items()}),
+    ]
 
 
 def _read_out(out_file: Path) -> tuple[list[dict[str, Any]], str | None]:

@@ -17,6 +17,8 @@ OOM_CHUNK = 16 * 1024 * 1024
 
 def run(ctx: Context) -> None:
     fault = ctx.params["fault"]
+    if ctx.params["message"]:
+        print(f"message: {ctx.params['message']}", flush=True)
     _inject_before(ctx, fault)
     steps = int(ctx.params["steps"])
     pause = float(ctx.params["seconds"]) / steps

@@ -1,0 +1,185 @@
+"""The docker executor: run a cell's worker in a container of its stack's image.
+
+The container is the fault boundary, as the subprocess is for the process executor: the
+cell file and OUT_FILE go through the run's mounted `cells/` folder, the data cache is
+mounted read-only (the cell's dataset is fetched on the host first), the network is off,
+GPUs are requested for the cell's count, and the container is killed at the timeout and
+removed afterwards, on Ctrl-C too. Containers are labelled with their run and cell, so one
+left behind by a crashed sweep is found and removed by the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator import datasets
+from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
+from orchestrator.images import EngineUnavailable, ImageRef, docker_client
+from orchestrator.matrix import Cell
+from orchestrator.records import Record, Status
+
+CELLS_MOUNT = "/matrix/cells"
+DATA_MOUNT = "/matrix/data"
+LABEL_RUN = "matrix-bench.run"
+LABEL_CELL = "matrix-bench.cell"
+STOP_GRACE_S = 3
+
+
+def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
+             node_id: str | None = None) -> list[Record]:
+    """Run `cell` in a container of `image` and return its journal records."""
+    cells_dir, log_file = run_root / "cells", run_root / "logs" / f"{cell.cell_id}.log"
+    cell_file = cells_dir / f"{cell.cell_id}.json"
+    out_file = cells_dir / f"{cell.cell_id}.out.jsonl"
+    for folder in (cells_dir, log_file.parent):
+        folder.mkdir(parents=True, exist_ok=True)
+    cell_file.write_text(cell.model_dump_json(indent=2))
+    out_file.unlink(missing_ok=True)
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+
+    def refused(status: Status, why: str) -> list[Record]:
+        log_file.write_text(f"docker executor: {why}\n")
+        exit = WorkerExit(returncode=None, timed_out=False, started_at=started_at, wall_s=0.0,
+                          node_id=node_id)
+        return records_for(cell, exit, out_file, log_file, tool, _provenance(image),
+                           status_override=(status, why))
+
+    if image is None:
+        return refused(Status.IMAGE_FAILED, f"stack {cell.stack.name} has no image")
+    try:
+        client = docker_client()
+        local_tag = _image_here(client, image)
+        _fetch_dataset(cell)
+    except EngineUnavailable as exc:
+        return refused(Status.EXECUTOR_UNAVAILABLE, str(exc))
+    except datasets.DatasetError as exc:
+        return refused(Status.FAILED, str(exc))
+    except LookupError as exc:
+        return refused(Status.IMAGE_FAILED, str(exc))
+
+    start = time.perf_counter()
+    try:
+        container = client.containers.run(local_tag, **_container_options(cell, cells_dir))
+    except Exception as exc:  # the engine refused (no GPU runtime, gone away): not a crash
+        return refused(Status.EXECUTOR_UNAVAILABLE, f"the engine did not start the container: "
+                                                   f"{str(exc).splitlines()[0]}")
+    follower = threading.Thread(target=_follow_logs, args=(container, log_file), daemon=True)
+    follower.start()
+    try:
+        timed_out, returncode, oom = _wait(container, cell.timeout_s)
+    except BaseException:  # Ctrl-C or a cancelled Ray task: take the container down too
+        _remove(container)
+        raise
+    follower.join(timeout=10)
+    _remove(container)
+    exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=started_at,
+                      wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
+    return records_for(cell, exit, out_file, log_file, tool, _provenance(image))
+
+
+def _image_here(client: Any, image: ImageRef) -> str:
+    """The image's local name: its tag if this engine has it, else pulled by its digest."""
+    import docker
+
+    try:
+        client.images.get(image.tag)
+        return image.tag
+    except docker.errors.ImageNotFound:
+        pass
+    if image.repo_digest is None:
+        raise LookupError(f"image {image.tag} is not on this node and was not pushed to a "
+                          "registry (set images.registry in the matrix)")
+    try:
+        client.images.pull(image.repo_digest)
+    except docker.errors.APIError as exc:
+        raise LookupError(f"cannot pull {image.repo_digest}: {exc.explanation}") from None
+    return image.repo_digest
+
+
+def _fetch_dataset(cell: Cell) -> None:
+    """The container has no network: its dataset is fetched into the host's cache first."""
+    dataset = cell.params.get("dataset")
+    if isinstance(dataset, str) and dataset in datasets.FILES:
+        datasets.fetch(dataset)
+    datasets.data_dir().mkdir(parents=True, exist_ok=True)
+
+
+def _container_options(cell: Cell, cells_dir: Path) -> dict[str, Any]:
+    import docker
+
+    options: dict[str, Any] = {
+        # An argument list: values from the matrix reach the worker as data, never a shell.
+        "command": ["python3", "-m", "orchestrator.worker", f"{CELLS_MOUNT}/{cell.cell_id}.json",
+                    f"{CELLS_MOUNT}/{cell.cell_id}.out.jsonl"],
+        "detach": True,
+        "network_mode": "none",
+        "user": f"{os.getuid()}:{os.getgid()}",  # files in cells/ stay the user's
+        "environment": {"MATRIX_BENCH_DATA": DATA_MOUNT, "HOME": "/tmp",
+                        "PYTHONUNBUFFERED": "1"},
+        "volumes": {str(cells_dir.resolve()): {"bind": CELLS_MOUNT, "mode": "rw"},
+                    str(datasets.data_dir().resolve()): {"bind": DATA_MOUNT, "mode": "ro"}},
+        "labels": {LABEL_RUN: cell.run, LABEL_CELL: cell.cell_id},
+        "name": f"matrix-{cell.run}-{cell.cell_id}"[:120],
+    }
+    if cell.hardware.gpus:
+        options["device_requests"] = [docker.types.DeviceRequest(
+            count=cell.hardware.gpus, capabilities=[["gpu"]])]
+    if cell.memory_limit_mb:
+        options["mem_limit"] = f"{cell.memory_limit_mb}m"
+        options["memswap_limit"] = f"{cell.memory_limit_mb}m"  # no swap to hide in
+    return options
+
+
+def _wait(container: Any, timeout_s: float) -> tuple[bool, int | None, bool]:
+    """(timed out, exit status as a process's, OOM-killed by the engine)."""
+    import requests
+
+    try:
+        result = container.wait(timeout=timeout_s)
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        container.kill()
+        container.wait(timeout=30)
+        return True, None, False
+    container.reload()
+    oom = bool(container.attrs["State"].get("OOMKilled"))
+    code = int(result["StatusCode"])
+    # The engine reports death by signal N as 128 + N; the outcome classifier wants -N.
+    return False, -(code - 128) if 128 < code <= 128 + 64 else code, oom
+
+
+def _follow_logs(container: Any, log_file: Path) -> None:
+    with open(log_file, "wb") as log:
+        for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
+            log.write(chunk)
+            log.flush()
+
+
+def _remove(container: Any) -> None:
+    # Already gone, or the engine is gone: nothing left to remove here.
+    with contextlib.suppress(Exception):
+        container.remove(force=True)
+
+
+def remove_leftovers(run: str) -> int:
+    """Remove the containers of `run` that a crashed or killed sweep left behind."""
+    try:
+        client = docker_client()
+    except EngineUnavailable:
+        return 0
+    leftovers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    for container in leftovers:
+        _remove(container)
+    return len(leftovers)
+
+
+def _provenance(image: ImageRef | None) -> dict[str, Any]:
+    if image is None:
+        return {}
+    return {"image_tag": image.tag, "image_id": image.image_id,
+            "repo_digest": image.repo_digest}
