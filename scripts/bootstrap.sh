@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install matrix-bench into ./.venv: Python 3.11 or 3.12, PyTorch, the tool itself.
 #   bash scripts/bootstrap.sh          # to run matrices
-#   bash scripts/bootstrap.sh --dev    # also the test tools
+#   bash scripts/bootstrap.sh --dev    # also the test tools and a Docker engine
 # Idempotent: a second run only checks. Set TORCH_SPEC to choose another torch build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,4 +41,6 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 # torch first and pinned: the project's range then installs nothing more.
 "${pip[@]}" install "${TORCH_SPEC:-torch==2.13.0}"
 "${pip[@]}" install -e ".[${extras}]"
+# The tests run stack images on a real engine: make sure one answers.
+[[ "${1:-}" == "--dev" ]] && bash scripts/docker_engine.sh
 echo "bootstrap: ready ($(.venv/bin/python --version), $(.venv/bin/matrix --help >/dev/null && echo matrix ok))"

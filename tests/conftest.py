@@ -85,3 +85,32 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         yield RayCluster(address=cluster.address, node_of_hw=nodes)
     finally:
         cluster.shutdown()
+
+
+@dataclass(frozen=True)
+class ImageEnv:
+    """A machine ready for stack images: the base image, a torch wheelhouse, lock files."""
+
+    client: object  # docker.DockerClient
+    base_image: str
+    wheelhouse: Path
+    locks: Path
+
+    def images_section(self) -> str:
+        return f"images: {{locks: {self.locks}, wheelhouse: {self.wheelhouse}}}\n"
+
+    def stack(self, name: str) -> str:
+        return (f"{{name: {name}, framework: torch, framework_version: '2.13.0', "
+                f"python: '3.11', base_image: '{self.base_image}'}}")
+
+
+@pytest.fixture(scope="session")
+def image_env(tmp_path_factory: pytest.TempPathFactory) -> ImageEnv:
+    """Made once per session (the base image and wheelhouse once per machine)."""
+    from tests.docker_env import engine_or_skip, ensure_base_image, torch_wheelhouse, write_locks
+
+    client = engine_or_skip()
+    wheelhouse = torch_wheelhouse()
+    locks = write_locks(tmp_path_factory.mktemp("locks"), wheelhouse)
+    return ImageEnv(client=client, base_image=ensure_base_image(client),
+                    wheelhouse=wheelhouse, locks=locks)

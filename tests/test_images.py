@@ -1,0 +1,71 @@
+"""Rendering stack images without an engine: the carried worker code, lock files, tags."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.images import ImageError, lock_from_wheelhouse, lock_pins, render, worker_code
+from orchestrator.registry import available_workloads
+from orchestrator.spec import Images, Stack
+
+PROJECT = Path(__file__).resolve().parent.parent
+PINNED = "torch==2.13.0+cpu --hash=sha256:" + "a" * 64 + "\n"
+
+
+def test_the_carried_code_is_enough_for_the_worker_and_every_workload(tmp_path):
+    for relative, content in worker_code():
+        target = tmp_path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    modules = ["orchestrator.worker", *(f"workloads.{n}.workload" for n in available_workloads())]
+    script = (f"import sys; sys.path = [{str(tmp_path)!r}] + "
+              f"[p for p in sys.path if p not in ('', {str(PROJECT)!r})]\n"
+              f"import importlib\nfor name in {modules!r}:\n"
+              f"    module = importlib.import_module(name)\n"
+              f"    assert module.__file__.startswith({str(tmp_path)!r}), module.__file__\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def stack(**pins) -> Stack:
+    return Stack(name="s", framework="torch", framework_version="2.13.0", **pins)
+
+
+def test_a_lock_must_pin_the_stacks_framework_version(tmp_path):
+    (tmp_path / "s.txt").write_text(PINNED.replace("2.13.0", "2.12.1"))
+    with pytest.raises(ImageError, match=r"declares torch 2\.13\.0, its lock .* pins 2\.12\.1"):
+        render(stack(), Images(locks=str(tmp_path)))
+
+
+def test_a_lock_line_without_a_hash_is_refused(tmp_path):
+    (tmp_path / "s.txt").write_text(PINNED + "numpy==2.4.6\n")
+    with pytest.raises(ImageError, match=r"without --hash: numpy==2\.4\.6"):
+        render(stack(), Images(locks=str(tmp_path)))
+
+
+def test_the_cuda_variant_picks_pytorchs_index_and_the_ca_bundle_enters_the_tag(tmp_path):
+    (tmp_path / "s.txt").write_text(PINNED)
+    images = Images(locks=str(tmp_path))
+    cpu = render(stack(), images)
+    cuda = render(stack(cuda="12.4", base_image="nvidia/cuda:12.4.1-runtime-ubuntu22.04"),
+                  images)
+    assert "whl/cpu" in cpu.dockerfile and "whl/cu124" in cuda.dockerfile
+    assert "FROM python:3.11-slim-bookworm" in cpu.dockerfile
+    (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    with_ca = render(stack(), images.model_copy(update={"ca_bundle": str(tmp_path / "ca.pem")}))
+    assert with_ca.tag != cpu.tag and "PIP_CERT" in with_ca.dockerfile
+
+
+def test_a_lock_from_a_wheelhouse_pins_each_wheel_by_its_hash(tmp_path):
+    (tmp_path / "Foo_Bar-1.2.3-py3-none-any.whl").write_bytes(b"wheel bytes")
+    lock = lock_from_wheelhouse(tmp_path)
+    assert lock_pins(lock) == {"foo-bar": "1.2.3"}
+    assert "--hash=sha256:" in lock
+    (tmp_path / "foo-1.0.tar.gz").write_bytes(b"sdist")
+    with pytest.raises(ImageError, match=r"not wheels: foo-1\.0\.tar\.gz"):
+        lock_from_wheelhouse(tmp_path)
