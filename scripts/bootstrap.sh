@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="torch"
-[[ "${1:-}" == "--dev" ]] && extras="torch,nlp,tf,jax,dev"  # the tests run every workload and probe
+[[ "${1:-}" == "--dev" ]] && extras="torch,nlp,tf,jax,cloud,dev"  # the tests run every workload and probe
 
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
