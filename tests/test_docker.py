@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -189,3 +191,30 @@ def test_push_records_the_digest_and_a_pull_by_digest_gives_the_same_image(
     pulled = client.images.pull(pushed.repo_digest)
     assert pulled.id == ref.image_id
     assert json.dumps(pulled.attrs["RepoDigests"]).count(pushed.repo_digest) == 1
+
+
+def test_sigterm_mid_cell_removes_the_container(image_env, ray_cluster, stacks_run,
+                                                 tmp_path):
+    matrix = write(tmp_path / "stop.yaml", f"""
+        name: stop-containers
+        hardware: [{{name: node-a, kind: local}}]
+        stacks: [{image_env.stack("torch-cpu")}]
+        workloads: [{{name: sleep, params: {{seconds: 120, steps: 120}}}}]
+        """ + image_env.images_section())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(matrix),
+         "--ray-address", ray_cluster.address], cwd=tmp_path, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    label = {"label": "matrix-bench.run=stop-containers"}
+    deadline = time.monotonic() + 120
+    while not image_env.client.containers.list(filters=label):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the container never started"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=60)
+    assert process.returncode == 130 and "run the same command again" in stdout
+    deadline = time.monotonic() + 15  # the cancelled Ray task removes it as it unwinds
+    while image_env.client.containers.list(all=True, filters=label):
+        assert time.monotonic() < deadline, "a container outlived its sweep"
+        time.sleep(0.2)
