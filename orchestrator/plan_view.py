@@ -8,11 +8,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.build import image_stacks
 from orchestrator.hardware import detect_local
+from orchestrator.images import EngineUnavailable, ImageError, docker_client, inspect, render
+from orchestrator.matrix import Cell
 from orchestrator.plan import Selector, make_plan
 from orchestrator.progress import varying_params
 from orchestrator.results import ResultStore
-from orchestrator.spec import load_spec
+from orchestrator.spec import MatrixSpec, load_spec
 from orchestrator.sweep import run_dir_for
 
 MAX_SKIPPED_ROWS = 50
@@ -48,6 +51,31 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
         if len(plan.skipped) > MAX_SKIPPED_ROWS:
             reasons = Counter(s.reason for s in plan.skipped)
             console.print("all skipped: " + "; ".join(f"{n} {r}" for r, n in reasons.items()))
+    _show_images(spec, plan.to_run, console)
     total = plan.total_estimate_s()
     console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
                                   if total is None else f"about {total / 60:.1f} min"))
+
+
+def _show_images(spec: MatrixSpec, cells: list[Cell], console: Console) -> None:
+    """The images the cells need: their tags, and whether this engine has them already."""
+    stacks = image_stacks(spec, cells)
+    if not stacks:
+        return
+    try:
+        client = docker_client()
+    except EngineUnavailable as exc:
+        client, why = None, str(exc)
+    table = Table(title=f"{len(stacks)} stack images")
+    for column in ["stack", "tag", "state"]:
+        table.add_column(column)
+    for stack in stacks:
+        try:
+            tag = render(stack, spec.images).tag
+        except ImageError as exc:
+            table.add_row(stack.name, "-", f"cannot render: {exc}")
+            continue
+        state = why if client is None else (
+            "built" if inspect(client, stack.name, tag) else "to build")
+        table.add_row(stack.name, tag, state)
+    console.print(table)

@@ -218,3 +218,12 @@ def test_sigterm_mid_cell_removes_the_container(image_env, ray_cluster, stacks_r
     while image_env.client.containers.list(all=True, filters=label):
         assert time.monotonic() < deadline, "a container outlived its sweep"
         time.sleep(0.2)
+
+
+def test_plan_lists_the_images_with_their_tags_and_state(stacks_run):
+    matrix = stacks_run.parent.parent / "stacks.yaml"
+    shown = run_cli("plan", str(matrix), "--rerun", cwd=matrix.parent)
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split("│")[1].strip(): line for line in shown.stdout.splitlines()
+            if "matrix-bench:" in line}
+    assert "built" in rows["torch-cpu"] and "to build" in rows["broken"]
