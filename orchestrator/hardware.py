@@ -1,5 +1,5 @@
-"""The hardware catalogue: datasheet peak FLOP/s per GPU model and precision, and the local
-machine as detected (Contracts: hardware catalogue).
+"""The hardware catalogue: EC2 instance types, datasheet peak FLOP/s per GPU model and
+precision, and the local machine as detected (Contracts: hardware catalogue).
 
 Peaks are dense (no sparsity) figures from the vendors' datasheets; rows carry the peak they
 were judged against and its source, so a figure above it is caught as implausible.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator.host import cpu_model, hostname
 
@@ -33,6 +34,73 @@ DATASHEET_PEAKS: dict[str, dict[str, float]] = {
     "TITAN RTX": {"fp32": 16.3 * TERA, "fp16": 130 * TERA},
     "RTX 3090": {"fp32": 35.6 * TERA, "tf32": 35.6 * TERA, "fp16": 71 * TERA, "bf16": 71 * TERA},
 }
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """An EC2 instance type as cells see it: its CPUs, memory and GPUs."""
+
+    name: str
+    vcpus: int
+    memory_gib: float
+    gpus: int = 0
+    gpu_model: str | None = None  # as the driver names it, so datasheet_peak() finds it
+    gpu_memory_gib: float | None = None  # per GPU
+
+
+# Shipped, from the EC2 instance-type pages (accelerated computing and compute optimized);
+# describe_instance_types() refreshes these fields where credentials exist.
+EC2_INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in (
+    InstanceType("c5.xlarge", 4, 8),
+    InstanceType("c5.4xlarge", 16, 32),
+    InstanceType("c5.18xlarge", 72, 144),
+    InstanceType("p3.2xlarge", 8, 61, 1, "Tesla V100-SXM2-16GB", 16),
+    InstanceType("p3.8xlarge", 32, 244, 4, "Tesla V100-SXM2-16GB", 16),
+    InstanceType("p3.16xlarge", 64, 488, 8, "Tesla V100-SXM2-16GB", 16),
+    InstanceType("p3dn.24xlarge", 96, 768, 8, "Tesla V100-SXM2-32GB", 32),
+    InstanceType("g4dn.xlarge", 4, 16, 1, "Tesla T4", 16),
+    InstanceType("g4dn.12xlarge", 48, 192, 4, "Tesla T4", 16),
+    InstanceType("g5.xlarge", 4, 16, 1, "NVIDIA A10G", 24),
+    InstanceType("g5.12xlarge", 48, 192, 4, "NVIDIA A10G", 24),
+    InstanceType("g6.xlarge", 4, 16, 1, "NVIDIA L4", 24),
+    InstanceType("g6.12xlarge", 48, 192, 4, "NVIDIA L4", 24),
+    InstanceType("p4d.24xlarge", 96, 1152, 8, "NVIDIA A100-SXM4-40GB", 40),
+    InstanceType("p5.48xlarge", 192, 2048, 8, "NVIDIA H100 80GB HBM3", 80),
+)}
+
+
+def instance_type_problem(name: str, gpus: int) -> str | None:
+    """Why `gpus` GPUs of EC2 instance type `name` cannot be had, or None."""
+    known = EC2_INSTANCE_TYPES.get(name)
+    if known is None:
+        return (f"unknown EC2 instance type {name!r} (the catalogue knows: "
+                f"{', '.join(EC2_INSTANCE_TYPES)})")
+    if gpus > known.gpus:
+        has = f"has {known.gpus} GPU{'s' if known.gpus != 1 else ''}" if known.gpus else \
+            "has no GPU"
+        return f"{name} {has}, the entry asks for gpus: {gpus}"
+    return None
+
+
+def described_instance_types(ec2: Any, names: list[str]) -> dict[str, InstanceType]:
+    """The named types as `describe_instance_types` reports them (an EC2 client from boto3);
+    types the region does not offer are left out."""
+    found: dict[str, InstanceType] = {}
+    paginator = ec2.get_paginator("describe_instance_types")
+    for page in paginator.paginate(Filters=[{"Name": "instance-type", "Values": names}]):
+        for item in page["InstanceTypes"]:
+            gpus = item.get("GpuInfo", {}).get("Gpus", [])
+            gpu = gpus[0] if gpus else None
+            shipped = EC2_INSTANCE_TYPES.get(item["InstanceType"])
+            found[item["InstanceType"]] = InstanceType(
+                name=item["InstanceType"], vcpus=item["VCpuInfo"]["DefaultVCpus"],
+                memory_gib=item["MemoryInfo"]["SizeInMiB"] / 1024,
+                gpus=sum(g["Count"] for g in gpus),
+                # AWS names the model ("V100"); the shipped name is the driver's, finer.
+                gpu_model=(shipped.gpu_model if shipped and shipped.gpu_model else
+                           f"{gpu['Manufacturer']} {gpu['Name']}" if gpu else None),
+                gpu_memory_gib=gpu["MemoryInfo"]["SizeInMiB"] / 1024 if gpu else None)
+    return found
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import SpecError, UnknownWorkloadError
+from orchestrator.hardware import instance_type_problem
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
 from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
 
@@ -43,6 +44,10 @@ class Hardware(_Strict):
     def _kind_fields(self) -> Hardware:
         if self.kind == "ec2" and not self.instance_type:
             raise ValueError("kind ec2 needs an instance_type (e.g. p3.2xlarge)")
+        if self.kind == "ec2":
+            problem = instance_type_problem(str(self.instance_type), self.gpus)
+            if problem:
+                raise ValueError(problem)
         if self.kind == "local" and self.spot:
             raise ValueError("spot applies to kind ec2 only")
         return self

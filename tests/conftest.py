@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,3 +117,28 @@ def image_env(tmp_path_factory: pytest.TempPathFactory) -> ImageEnv:
     locks = write_locks(tmp_path_factory.mktemp("locks"), wheelhouse)
     return ImageEnv(client=client, base_image=ensure_base_image(client),
                     wheelhouse=wheelhouse, locks=locks)
+
+
+@pytest.fixture
+def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto in server mode on a loopback port: a real HTTP endpoint that boto3 in this
+    process and in subprocesses reaches through AWS_ENDPOINT_URL, with fake keys."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
