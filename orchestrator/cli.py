@@ -112,6 +112,43 @@ def lock(wheelhouse: Annotated[Path, typer.Argument(
     typer.echo(f"{output}: {len(text.splitlines()) - 1} pinned packages")
 
 
+@app.command(name="cluster-config")
+def cluster_config(
+    matrix_file: MatrixFile,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the YAML.")],
+    ssh_cidr: Annotated[str | None, typer.Option(
+        help="SSH ingress, e.g. 203.0.113.7/32 (default aws.ssh_cidr).")] = None,
+) -> None:
+    """Write the Ray cluster-launcher config of the matrix's EC2 hardware, checked against
+    Ray's schema. The AMI is aws.ami or the Deep Learning Base AMI (SSM, needs credentials)."""
+    import yaml
+
+    from orchestrator.cloud.ray_cluster import cluster_config as render
+    from orchestrator.cloud.ray_cluster import node_setup, validated
+    from orchestrator.spec import load_spec
+
+    spec = load_spec(matrix_file)
+    aws = spec.aws
+    cidr = ssh_cidr or (aws.ssh_cidr if aws else None)
+    if cidr is None:
+        raise typer.BadParameter("give --ssh-cidr or aws.ssh_cidr: the one address that may "
+                                 "reach the nodes over SSH")
+    ami = aws.ami if aws and aws.ami else None
+    if ami is None and aws is not None:
+        import boto3
+
+        from orchestrator.cloud.aws import default_ami
+
+        ami = default_ami(boto3.client("ssm", region_name=aws.region))
+    config = render(spec, run_id=spec.name, ami=str(ami), key_name=f"matrix-bench-{spec.name}",
+                    ssh_private_key=f"~/.ssh/matrix-bench-{spec.name}.pem", ssh_cidr=cidr,
+                    setup_commands=node_setup())
+    validated(config)
+    output.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    typer.echo(f"{output}: {len(config['available_node_types']) - 1} EC2 node types, "
+               f"AMI {ami}, region {config['provider']['region']}")
+
+
 @app.command()
 def validate(matrix_file: MatrixFile) -> None:
     """Check a matrix file; errors name the file, line and field."""

@@ -84,6 +84,21 @@ class Images(_Strict):
     registry: str | None = None  # push built images here, e.g. localhost:5000/matrix-bench
 
 
+class Aws(_Strict):
+    """Where and how EC2 hardware runs: one region per matrix (docs/aws.md)."""
+
+    region: str = "us-east-1"
+    ami: str | None = None  # default: the Deep Learning Base AMI (NVIDIA driver, Docker)
+    instance_profile: str | None = None  # the nodes' IAM instance profile, name or ARN
+    subnet_id: str | None = None
+    head_instance_type: str = "m5.large"
+    max_workers: int = Field(default=8, ge=1)  # per EC2 hardware entry
+    idle_timeout_minutes: int = Field(default=10, ge=1)
+    max_lifetime_hours: float = Field(default=12.0, gt=0)  # every node shuts itself down then
+    ssh_cidr: str | None = None  # SSH ingress; default: this machine's address only
+    results_uri: str | None = None  # s3://bucket/prefix for the run's results
+
+
 class WorkloadEntry(_Strict):
     """A workload and its parameter grid: any value in `params` may be a list (an axis)."""
 
@@ -118,6 +133,7 @@ class MatrixSpec(_Strict):
     output: str | None = None  # run directory; default reports/<name>
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
+    aws: Aws | None = None  # needed by EC2 hardware
 
     def workload_entry(self, name: str) -> WorkloadEntry:
         return next(w for w in self.workloads if w.name == name)
@@ -191,6 +207,11 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
             if item.name in seen:
                 raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
             seen.add(item.name)
+    uses_ec2 = any(h.kind == "ec2" for h in spec.hardware)
+    if uses_ec2 and (spec.aws is None or spec.aws.instance_profile is None):
+        where = ("aws", "instance_profile") if spec.aws else ("hardware",)
+        raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
+                               "profile its nodes run with (docs/aws.md)")
     images = resolve_image_paths(spec.images, doc.path.parent)
     for index, stack in enumerate(spec.stacks):
         if stack.effective_executor == "docker":

@@ -1,0 +1,124 @@
+"""The Ray cluster-launcher config of a matrix's EC2 hardware (Contracts: EC2 model).
+
+One node type per EC2 hardware entry, offering one unit of `hw:<name>` (a node runs one
+cell at a time) and the entry's GPUs, plus a small head. Ray runs on the hosts of a GPU
+AMI with Docker; cells run in their stack images through the docker executor, so there is
+no Ray `docker:` section. Teardown must terminate, never stop: `cache_stopped_nodes` is
+off, instances terminate when they shut down, and each shuts itself down after the
+matrix's `max_lifetime_hours` whatever happens to the driver (a dead man's switch).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from orchestrator.errors import MatrixError
+from orchestrator.hardware import EC2_INSTANCE_TYPES
+from orchestrator.spec import Aws, Hardware, MatrixSpec
+
+RUN_TAG = "matrix-bench-run"
+HEAD_TYPE = "head"
+SSH_USER = "ubuntu"  # the Deep Learning Base AMIs are Ubuntu
+
+
+class ClusterConfigError(MatrixError):
+    """A matrix whose EC2 part cannot become a cluster config."""
+
+
+def node_type_name(hardware: Hardware) -> str:
+    """Ray node-type names allow letters, digits, '-' and '_'."""
+    return "hw-" + re.sub(r"[^A-Za-z0-9_-]", "-", hardware.name)
+
+
+def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
+                   ssh_private_key: str, ssh_cidr: str, setup_commands: list[str]
+                   ) -> dict[str, Any]:
+    """The cluster-launcher config (a dict, as Ray reads its YAML) for `spec`'s EC2 hardware."""
+    aws = spec.aws
+    ec2 = [h for h in spec.hardware if h.kind == "ec2"]
+    if aws is None or aws.instance_profile is None or not ec2:
+        raise ClusterConfigError("the matrix has no EC2 hardware with aws.instance_profile set")
+    base = {"ImageId": ami, "KeyName": key_name, "run_id": run_id}
+    node_types = {HEAD_TYPE: {
+        "node_config": _node_config(aws, aws.head_instance_type, base, spot=False),
+        "resources": {}, "min_workers": 0, "max_workers": 0}}
+    for hardware in ec2:
+        instance = EC2_INSTANCE_TYPES[str(hardware.instance_type)]
+        node_types[node_type_name(hardware)] = {
+            "node_config": _node_config(aws, instance.name, base, spot=hardware.spot),
+            "resources": {f"hw:{hardware.name}": 1, "CPU": instance.vcpus,
+                          "GPU": hardware.gpus},
+            "min_workers": 0, "max_workers": aws.max_workers,
+        }
+    return {
+        "cluster_name": f"matrix-bench-{run_id}",
+        "max_workers": aws.max_workers * len(ec2),
+        "idle_timeout_minutes": aws.idle_timeout_minutes,
+        "upscaling_speed": 1.0,
+        "provider": {
+            "type": "aws", "region": aws.region,
+            # Stopped nodes keep their EBS volumes, and those keep billing: terminate.
+            "cache_stopped_nodes": False,
+            "security_group": {
+                "GroupName": f"matrix-bench-{run_id}",
+                "IpPermissions": [{"FromPort": 22, "ToPort": 22, "IpProtocol": "tcp",
+                                   "IpRanges": [{"CidrIp": ssh_cidr}]}],
+            },
+        },
+        "auth": {"ssh_user": SSH_USER, "ssh_private_key": ssh_private_key},
+        "available_node_types": node_types,
+        "head_node_type": HEAD_TYPE,
+        "setup_commands": setup_commands,
+    }
+
+
+def _node_config(aws: Aws, instance_type: str, base: dict[str, str],
+                 spot: bool) -> dict[str, Any]:
+    profile_key = "Arn" if str(aws.instance_profile).startswith("arn:") else "Name"
+    minutes = max(1, round(aws.max_lifetime_hours * 60))
+    config: dict[str, Any] = {
+        "InstanceType": instance_type,
+        "ImageId": base["ImageId"],
+        "KeyName": base["KeyName"],
+        "IamInstanceProfile": {profile_key: aws.instance_profile},
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        # The dead man's switch: shut down (so terminate) after the lifetime, whatever the
+        # driver does. Booted by cloud-init as the instance's first user data.
+        "UserData": f"#!/bin/bash\nshutdown -h +{minutes} 'matrix-bench max lifetime'\n",
+        "TagSpecifications": [{"ResourceType": kind, "Tags": [
+            {"Key": RUN_TAG, "Value": base["run_id"]}]} for kind in ("instance", "volume")],
+        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
+            "VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}}],
+    }
+    if aws.subnet_id:
+        config["SubnetIds"] = [aws.subnet_id]
+    if spot:
+        config["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+    return config
+
+
+def node_setup() -> list[str]:
+    """What every node installs on the AMI's Python: this Ray and the cell runner's needs.
+    The tool's code reaches the head with the sweep's Ray job (its working_dir)."""
+    from importlib import metadata
+
+    ray_version = metadata.version("ray")
+    return [f"python3 -m pip install --user -q 'ray[default]=={ray_version}' 'docker>=7' "
+            "'pydantic>=2.6' 'pyyaml>=6' 'boto3>=1.34'"]
+
+
+def validated(config: dict[str, Any]) -> dict[str, Any]:
+    """The config filled with Ray's defaults and checked against Ray's own schema, offline;
+    ClusterConfigError with Ray's message when it does not pass."""
+    import jsonschema
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    try:
+        prepared = prepare_config(config)
+        validate_config(prepared)
+    except (jsonschema.ValidationError, ValueError) as exc:
+        raise ClusterConfigError(f"Ray rejects the cluster config: "
+                                 f"{str(exc).splitlines()[0]}") from None
+    return prepared
