@@ -150,6 +150,29 @@ def cluster_config(
 
 
 @app.command()
+def cleanup(
+    region: Annotated[str, typer.Option(help="The AWS region to sweep.")] = "us-east-1",
+    reports: Annotated[Path, typer.Option(help="Where this machine's runs live.")] = Path(
+        "reports"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, change nothing.")] = False,
+) -> None:
+    """Terminate the EC2 instances, key pairs and security groups that runs left behind
+    (tagged matrix-bench-run), sparing the runs a live sweep owns, and list what was done."""
+    import boto3
+
+    from orchestrator.cloud.cleanup import cleanup as sweep_orphans
+    from orchestrator.results import owned_runs
+
+    actions = sweep_orphans(boto3.client("ec2", region_name=region), owned_runs(reports),
+                            dry_run=dry_run)
+    prefix = "would " if dry_run else ""
+    for action in actions:
+        typer.echo(prefix + action)
+    if not actions:
+        typer.echo(f"nothing left behind in {region}")
+
+
+@app.command()
 def validate(matrix_file: MatrixFile) -> None:
     """Check a matrix file; errors name the file, line and field."""
     from orchestrator.matrix import expand

@@ -51,6 +51,7 @@ class InstanceType:
 # Shipped, from the EC2 instance-type pages (accelerated computing and compute optimized);
 # describe_instance_types() refreshes these fields where credentials exist.
 EC2_INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in (
+    InstanceType("m5.large", 2, 8),  # the default head node
     InstanceType("c5.xlarge", 4, 8),
     InstanceType("c5.4xlarge", 16, 32),
     InstanceType("c5.18xlarge", 72, 144),

@@ -220,6 +220,17 @@ def _alive(pid: object) -> bool:
     return True
 
 
+def owned_runs(reports: Path) -> set[str]:
+    """Names of the runs under `reports` that a live sweep owns (its lock's pid is alive
+    here, or the lock is another host's, which this host cannot judge)."""
+    owned = set()
+    for lock in reports.glob(f"*/{LOCK}"):
+        owner = _read_lock(lock)
+        if owner.get("host") != socket.gethostname() or _alive(owner.get("pid")):
+            owned.add(lock.parent.name)
+    return owned
+
+
 def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
     """Run directories under `reports` with their cell counts per final status."""
     runs = []
