@@ -52,12 +52,16 @@ def run(
                                                            "environment, without Ray.")] = False,
     only: Only = None,
     rerun: Rerun = False,
+    allow_over_budget: Annotated[bool, typer.Option(
+        "--allow-over-budget", help="Run even when the estimated cost exceeds budget_usd.")
+    ] = False,
 ) -> None:
     """Run every cell of the matrix that has not finished ok yet, then write the report."""
     from orchestrator.sweep import SweepOptions, run_sweep
 
     options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
-                           only=_selectors(only), rerun=rerun)
+                           only=_selectors(only), rerun=rerun,
+                           allow_over_budget=allow_over_budget)
     summary = run_sweep(matrix_file, options, _console())
     if summary.interrupted:
         raise typer.Exit(130)

@@ -45,3 +45,7 @@ class RunNotFoundError(MatrixError):
 
 class DispatchError(MatrixError):
     """The dispatcher cannot start: Ray missing, unreachable cluster address, and the like."""
+
+
+class BudgetError(MatrixError):
+    """A plan whose estimated cost is over the matrix's budget_usd."""

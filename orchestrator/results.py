@@ -170,7 +170,9 @@ class ResultStore:
             measured = [m.model_dump(exclude={"record", *_IDENTITY}) for m in result.measurements]
             for measurement in measured or [{}]:
                 rows.append({**cell, **prov, **measurement})
-        return pd.DataFrame(rows)
+        from orchestrator.cloud.costs import add_cost_columns
+
+        return add_cost_columns(pd.DataFrame(rows))
 
     def write_parquet(self) -> pd.DataFrame:
         import io

@@ -16,7 +16,10 @@ from rich.console import Console
 
 from orchestrator import __version__
 from orchestrator.build import build_images, failed_image_records, image_stacks
+from orchestrator.cloud.costs import hardware_prices, plan_cost_usd, with_price
+from orchestrator.cloud.pricing import Price
 from orchestrator.dispatch import RayDispatcher, SerialDispatcher
+from orchestrator.errors import BudgetError
 from orchestrator.executors.docker import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware import detect_local
@@ -39,6 +42,7 @@ class SweepOptions:
     no_ray: bool = False
     only: tuple[Selector, ...] = ()
     rerun: bool = False
+    allow_over_budget: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,9 +100,8 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     offered = dispatcher.offered() if dispatcher else None
     plan = make_plan(spec, local, store.results(), options.only, offered, options.rerun)
     _print_plan_line(console, plan, store.root)
-    if spec.budget_usd is not None:
-        console.print(f"[yellow]note:[/] budget_usd {spec.budget_usd:g} is not enforced: no "
-                      "hardware here has a price (prices come with EC2 hardware)")
+    prices = _prices(spec, plan, console)
+    _check_budget(spec, plan, prices, options.allow_over_budget, console)
     statuses: Counter[str] = Counter()
     interrupted = False
     try:
@@ -112,6 +115,8 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
             with SweepProgress(console, to_run, in_flight) as progress:
                 for cell, records in dispatcher.run(to_run, images):
                     records = _with_attempt(records, attempts[cell.cell_id] + 1)
+                    records = with_price(records, cell.hardware.instance_type,
+                                         prices.get(cell.hardware.name))
                     store.append(records)
                     record = records[-1]
                     assert isinstance(record, CellRecord)
@@ -155,6 +160,34 @@ def _images_for(spec: MatrixSpec, cells: list[Cell], store: ResultStore,
         store.append(records)
         statuses[records[-1].status.value] += 1
     return runnable, built.refs
+
+
+def _prices(spec: MatrixSpec, plan: Plan, console: Console) -> dict[str, Price]:
+    """The price of each EC2 hardware entry that has cells to run, printed with its date."""
+    if not any(cell.hardware.kind == "ec2" for cell in plan.to_run):
+        return {}
+    prices = hardware_prices(spec)
+    for name, price in prices.items():
+        console.print(f"price: {name} ${price.usd_per_hour:g}/h ({price.describe()})")
+    return prices
+
+
+def _check_budget(spec: MatrixSpec, plan: Plan, prices: dict[str, Price],
+                  allow_over: bool, console: Console) -> None:
+    if spec.budget_usd is None:
+        return
+    if not prices:
+        console.print(f"[yellow]note:[/] budget_usd {spec.budget_usd:g} is not enforced: no "
+                      "hardware to run has a price (prices come with EC2 hardware)")
+        return
+    cost = plan_cost_usd(plan, prices)
+    if cost > spec.budget_usd and not allow_over:
+        raise BudgetError(f"the plan costs up to ${cost:.2f} (each cell's estimate, or its "
+                          "timeout where it has none, x its price), "
+                          f"over budget_usd {spec.budget_usd:g} by ${cost - spec.budget_usd:.2f}:"
+                          " raise budget_usd, run fewer cells (--only), or pass "
+                          "--allow-over-budget")
+    console.print(f"estimated cost: up to ${cost:.2f} of budget_usd {spec.budget_usd:g}")
 
 
 def _with_attempt(records: list[Record], attempt: int) -> list[Record]:

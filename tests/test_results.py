@@ -11,6 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
+from orchestrator.cloud.costs import COST_COLUMNS
 from orchestrator.errors import RunLockedError
 from orchestrator.records import (
     SCHEMA_VERSION,
@@ -127,7 +128,7 @@ def test_the_schema_document_agrees_with_the_code():
     for model in (MeasurementRecord, CellRecord, ProvenanceRecord):
         fields |= set(model.model_fields)
     metrics = {m for w in available_workloads() for m in load_workload(w).metrics}
-    assert documented_columns() == fields | metrics | {"param.<name>"}
+    assert documented_columns() == fields | metrics | {"param.<name>"} | set(COST_COLUMNS)
 
 
 def test_every_workload_metric_names_its_unit():
