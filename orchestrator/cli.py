@@ -224,6 +224,9 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) ->
 
 
 def main() -> None:
+    from orchestrator.redact import guard_logging
+
+    guard_logging()
     try:
         app()
     except MatrixError as exc:

@@ -166,7 +166,7 @@ def _prices(spec: MatrixSpec, plan: Plan, console: Console) -> dict[str, Price]:
     """The price of each EC2 hardware entry that has cells to run, printed with its date."""
     if not any(cell.hardware.kind == "ec2" for cell in plan.to_run):
         return {}
-    prices = hardware_prices(spec)
+    prices = hardware_prices(spec, warn=lambda line: console.print(f"[yellow]{line}[/]"))
     for name, price in prices.items():
         console.print(f"price: {name} ${price.usd_per_hour:g}/h ({price.describe()})")
     return prices

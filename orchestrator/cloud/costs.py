@@ -7,6 +7,7 @@ from the cache or the shipped table. Local hardware has no price.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.cloud.pricing import Price, PriceBook
@@ -21,8 +22,10 @@ if TYPE_CHECKING:
     from orchestrator.plan import Plan
 
 
-def hardware_prices(spec: MatrixSpec, book: PriceBook | None = None) -> dict[str, Price]:
-    """Hardware name -> its price per hour, for the EC2 entries that have one."""
+def hardware_prices(spec: MatrixSpec, book: PriceBook | None = None,
+                    warn: Callable[[str], None] = lambda line: None) -> dict[str, Price]:
+    """Hardware name -> its price per hour, for the EC2 entries that have one; a failed API
+    lookup is passed to `warn` and the cache or the shipped table answers."""
     ec2 = [h for h in spec.hardware if h.kind == "ec2"]
     if not ec2 or spec.aws is None:
         return {}
@@ -33,6 +36,8 @@ def hardware_prices(spec: MatrixSpec, book: PriceBook | None = None) -> dict[str
         price = book.price(str(hardware.instance_type), spec.aws.region, hardware.spot, clients)
         if price is not None:
             prices[hardware.name] = price
+    for failure in book.failures:
+        warn(f"price lookup failed, using the cache or the shipped table: {failure}")
     return prices
 
 

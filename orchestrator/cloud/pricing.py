@@ -99,6 +99,7 @@ class PriceBook:
             self._cache: dict[str, dict[str, Any]] = json.loads(self.cache_file.read_text())
         except (OSError, ValueError):
             self._cache = {}
+        self.failures: list[str] = []  # API lookups that failed; the fallback answered
 
     def price(self, instance_type: str, region: str, spot: bool,
               clients: tuple[Any, Any] | None = None) -> Price | None:
@@ -109,8 +110,13 @@ class PriceBook:
         fresh = cached and _age(cached["fetched"]) < (SPOT_TTL if spot else ON_DEMAND_TTL)
         if clients is not None and not fresh:
             pricing, ec2 = clients
-            found = spot_price(ec2, instance_type) if spot else \
-                on_demand_price(pricing, instance_type, region)
+            try:
+                found = spot_price(ec2, instance_type) if spot else \
+                    on_demand_price(pricing, instance_type, region)
+            except Exception as exc:  # no access, no network, no such API (botocore errors)
+                self.failures.append(f"{key}: {type(exc).__name__}: "
+                                     f"{str(exc).splitlines()[0][:200]}")
+                found = None
             if found is not None:
                 self._cache[key] = {**asdict(found), "fetched": _now()}
                 self._save()

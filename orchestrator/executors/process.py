@@ -21,6 +21,7 @@ from pathlib import Path
 from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
 from orchestrator.matrix import Cell
 from orchestrator.records import Record
+from orchestrator.redact import SECRET_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
@@ -73,7 +74,9 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
 
 
 def _worker_env(cell: Cell) -> dict[str, str]:
-    env = dict(os.environ)
+    """This environment, less cloud credentials (a workload never needs them), plus the
+    project on the path and no GPU for a CPU cell."""
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT),
                                                       env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
