@@ -213,6 +213,23 @@ def list_runs(reports: Annotated[Path, typer.Option(help="Where runs live.")] = 
 
 
 @app.command()
+def fetch(uri: Annotated[str, typer.Argument(help="s3://bucket/prefix/<run>", show_default=False)],
+          output: Annotated[Path | None, typer.Option(
+              "--output", "-o", help="Where to put it (default reports/<run>).")] = None,
+          region: Annotated[str | None, typer.Option(help="The bucket's region.")] = None,
+          ) -> None:
+    """Download a run's results from S3 into a local run directory."""
+    import boto3
+
+    from orchestrator.cloud.s3 import download_run, split_uri
+
+    _, prefix = split_uri(uri)
+    destination = output or Path("reports") / prefix.rstrip("/").split("/")[-1]
+    download_run(boto3.client("s3", region_name=region), uri.rstrip("/"), destination)
+    typer.echo(f"fetched {uri} into {destination}; `matrix report {destination}` redraws it")
+
+
+@app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
     """Rewrite a run's parquet and report.md from its journal."""
     from orchestrator.report import write_report

@@ -133,6 +133,8 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
         df = store.write_parquet()
         write_report(store, df, plan.skipped)
         console.print(f"results: {store.parquet}\nreport:  {store.report}")
+        if spec.aws is not None and spec.aws.results_uri:
+            _upload(store.root, spec.aws.results_uri, spec.aws.region, console)
     return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
                         skipped=len(plan.skipped), statuses=dict(statuses),
                         interrupted=interrupted)
@@ -188,6 +190,21 @@ def _check_budget(spec: MatrixSpec, plan: Plan, prices: dict[str, Price],
                           " raise budget_usd, run fewer cells (--only), or pass "
                           "--allow-over-budget")
     console.print(f"estimated cost: up to ${cost:.2f} of budget_usd {spec.budget_usd:g}")
+
+
+def _upload(run_dir: Path, uri: str, region: str, console: Console) -> None:
+    """Copy the run's results to S3; a failure is reported, the local run stays whole."""
+    import boto3
+
+    from orchestrator.cloud.s3 import upload_run
+
+    try:
+        keys = upload_run(boto3.client("s3", region_name=region), run_dir, uri)
+    except Exception as exc:  # botocore errors: no access, no bucket, no network
+        console.print(f"[red]upload to {uri} failed:[/] {str(exc).splitlines()[0]} (the run "
+                      f"is complete in {run_dir})")
+        return
+    console.print(f"uploaded: {len(keys)} files to {uri.rstrip('/')}/{run_dir.name}/")
 
 
 def _with_attempt(records: list[Record], attempt: int) -> list[Record]:

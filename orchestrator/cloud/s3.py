@@ -1,0 +1,56 @@
+"""A run's results in S3: `aws.results_uri` receives the journal, parquet, report and logs
+when a sweep ends, and `matrix fetch s3://...` brings a run back to a local directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import MatrixError
+
+# The run's own files; cell files and build logs stay local (logs/ carry what failed).
+UPLOADED = ("results.jsonl", "results.parquet", "report.md", "logs/*.log", "build/*.log")
+
+
+class S3UriError(MatrixError):
+    """Not an s3://bucket/prefix URI."""
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """s3://bucket/some/prefix -> (bucket, "some/prefix")."""
+    if not uri.startswith("s3://") or not uri[5:].split("/")[0]:
+        raise S3UriError(f"{uri!r} is not an S3 URI (s3://bucket/prefix)")
+    bucket, _, prefix = uri[5:].partition("/")
+    return bucket, prefix.strip("/")
+
+
+def upload_run(s3: Any, run_dir: Path, uri: str) -> list[str]:
+    """Upload the run's files under `uri`/<run name>/; returns the keys written."""
+    bucket, prefix = split_uri(uri)
+    keys = []
+    for pattern in UPLOADED:
+        for path in sorted(run_dir.glob(pattern)):
+            key = "/".join(p for p in (prefix, run_dir.name, str(path.relative_to(run_dir)))
+                           if p)
+            s3.upload_file(str(path), bucket, key)
+            keys.append(key)
+    return keys
+
+
+def download_run(s3: Any, uri: str, destination: Path) -> Path:
+    """Download every object under `uri` (a run's folder) into `destination`."""
+    bucket, prefix = split_uri(uri)
+    found = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                             Prefix=prefix + "/"):
+        for item in page.get("Contents", []):
+            relative = item["Key"][len(prefix) + 1:]
+            if not relative or ".." in Path(relative).parts:
+                continue
+            target = destination / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, item["Key"], str(target))
+            found += 1
+    if not found:
+        raise S3UriError(f"nothing under {uri}")
+    return destination
