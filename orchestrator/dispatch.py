@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ from orchestrator.spec import Hardware
 HW_PREFIX = "hw:"
 EMBEDDED_OBJECT_STORE_BYTES = 100 * 1024 * 1024
 LOST_NODE_RETRIES = 1  # Ray reruns a task whose node died on another node with the resource
+WAIT_POLL_S = 1.0  # how often the deadlines of waiting cells are checked
+# A submitted cell starts at once unless no node can take it (its nodes died, or are still
+# booting): past its timeout plus this, it is given up as node_lost.
+NODE_WAIT_GRACE_S = 600.0
 
 
 def hw_resource(hardware_name: str) -> str:
@@ -56,7 +61,8 @@ class RayDispatcher:
     """Runs cells as Ray tasks pinned to nodes by their `hw:` resource."""
 
     def __init__(self, run_root: Path, tool: ToolInfo, hardware: list[Hardware],
-                 address: str | None = None) -> None:
+                 address: str | None = None,
+                 node_wait_grace_s: float = NODE_WAIT_GRACE_S) -> None:
         try:
             import ray
         except ImportError:
@@ -64,6 +70,7 @@ class RayDispatcher:
                                 "or run the cells serially with --no-ray") from None
         self.ray = ray
         self.run_root, self.tool = run_root, tool
+        self.node_wait_grace_s = node_wait_grace_s
         address = address or os.environ.get("RAY_ADDRESS")
         self.embedded = not address
         # ray.init installs its own SIGTERM handler, which ends the driver at once; the
@@ -95,28 +102,60 @@ class RayDispatcher:
 
     def run(self, cells: list[Cell], images: dict[str, ImageRef]
             ) -> Iterator[tuple[Cell, list[Record]]]:
+        """Submit as many cells of each hardware as nodes offer it (one in embedded mode),
+        yield each as it ends, and give up on a cell that no node started within its
+        timeout plus the grace (`node_lost`), so no cell waits forever."""
         ray = self.ray
-        # Embedded: one machine, so one cell at a time whatever the hardware entries.
-        window = 1 if self.embedded else len(cells)
         queue = list(cells)
-        in_flight: dict[Any, Cell] = {}
+        in_flight: dict[Any, tuple[Cell, float]] = {}  # ref -> (cell, submitted at)
         try:
             while queue or in_flight:
-                while queue and len(in_flight) < window:
-                    cell = queue.pop(0)
+                for cell in self._submittable(queue, [c for c, _ in in_flight.values()]):
+                    queue.remove(cell)
                     ref = self._task.options(
                         resources={hw_resource(cell.hardware.name): 1.0},
                         num_gpus=cell.hardware.gpus, num_cpus=0,
                         max_retries=LOST_NODE_RETRIES, name=f"cell-{cell.cell_id}",
                     ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
                              images.get(cell.stack.name))
-                    in_flight[ref] = cell
-                ready, _ = ray.wait(list(in_flight), num_returns=1)
-                cell = in_flight.pop(ready[0])
-                yield cell, self._collect(ready[0], cell)
+                    in_flight[ref] = (cell, time.monotonic())
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
+                for ref in ready:
+                    cell, _ = in_flight.pop(ref)
+                    yield cell, self._collect(ref, cell)
+                now = time.monotonic()
+                for ref, (cell, since) in list(in_flight.items()):
+                    # Ray may rerun a cell whose node died: each attempt may take its timeout.
+                    if now - since > (1 + LOST_NODE_RETRIES) * cell.timeout_s + \
+                            self.node_wait_grace_s:
+                        ray.cancel(ref, force=False)
+                        del in_flight[ref]
+                        yield cell, lost_node_records(
+                            cell, f"no node finished the cell within its timeout "
+                                  f"({cell.timeout_s:g} s per attempt) plus "
+                                  f"{self.node_wait_grace_s:g} s for a node to come")
         finally:
             for ref in in_flight:  # interrupted: the task's executor kills its worker group
                 ray.cancel(ref, force=False)
+
+    def _submittable(self, queue: list[Cell], running: list[Cell]) -> list[Cell]:
+        """The queued cells that a node can start now: per hardware, as many as nodes
+        offer it (at least one, so an autoscaler sees the demand); one in all if embedded."""
+        if self.embedded:
+            return queue[:1] if not running else []
+        capacity = {key.removeprefix(HW_PREFIX): max(1, int(amount))
+                    for key, amount in self.ray.cluster_resources().items()
+                    if key.startswith(HW_PREFIX)}
+        busy: dict[str, int] = {}
+        for cell in running:
+            busy[cell.hardware.name] = busy.get(cell.hardware.name, 0) + 1
+        chosen = []
+        for cell in queue:
+            name = cell.hardware.name
+            if busy.get(name, 0) < capacity.get(name, 1):
+                busy[name] = busy.get(name, 0) + 1
+                chosen.append(cell)
+        return chosen
 
     def _collect(self, ref: Any, cell: Cell) -> list[Record]:
         try:

@@ -32,3 +32,31 @@ def test_cells_land_only_on_the_node_of_their_hardware(ray_cluster, matrix_file,
     for cell in cells:
         assert cell["node_id"] == ray_cluster.node_of_hw[cell["hardware"]], cell
     assert {c["hardware"] for c in cells} == {"node-a", "node-b"}
+
+
+def test_a_cell_no_node_can_start_is_given_up_as_node_lost(ray_cluster, matrix_file, tmp_path):
+    from orchestrator.dispatch import RayDispatcher
+    from orchestrator.executors.outcome import ToolInfo
+    from orchestrator.matrix import expand
+    from orchestrator.spec import load_spec
+
+    # node-a offers its hw resource but no GPU: a 1-GPU cell of it can never start.
+    spec = load_spec(matrix_file("""
+        name: stranded
+        hardware:
+          - {name: node-a, kind: local, gpus: 1}
+          - {name: node-b, kind: local}
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: sleep, params: {seconds: 0.2}, timeout_s: 1}]
+        """))
+    dispatcher = RayDispatcher(tmp_path / "run", ToolInfo("test", None), spec.hardware,
+                               ray_cluster.address, node_wait_grace_s=2)
+    try:
+        ended = {cell.hardware.name: records[-1]
+                 for cell, records in dispatcher.run(expand(spec), {})}
+    finally:
+        dispatcher.close()
+    assert ended["node-b"].status == "ok"
+    assert ended["node-a"].status == "node_lost"
+    assert "no node finished the cell within its timeout (1 s per attempt)" in \
+        ended["node-a"].error
