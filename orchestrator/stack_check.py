@@ -10,7 +10,6 @@ which is imported to read the CUDA and cuDNN it was built with, and only when th
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import Any
 
 FRAMEWORK_DISTRIBUTIONS = {
@@ -56,6 +55,9 @@ def version_matches(declared: str, actual: str) -> bool:
 
 
 def installed_version(framework: str) -> str | None:
+    # Imported here: importlib.metadata costs the worker ~30 ms, and most cells pin nothing.
+    from importlib import metadata
+
     for distribution in FRAMEWORK_DISTRIBUTIONS.get(framework, (framework,)):
         try:
             return metadata.version(distribution)
