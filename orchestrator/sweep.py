@@ -124,6 +124,8 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                     progress.finished(cell, record)
     except KeyboardInterrupt:
         interrupted = True
+        if image_stacks(spec, plan.to_run):  # a backstop for this machine's engine
+            remove_leftovers(spec.name)
         console.print("[yellow]interrupted:[/] the cells that finished are in the journal; "
                       "run the same command again to resume.")
     finally:
