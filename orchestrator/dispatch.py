@@ -29,7 +29,6 @@ HW_PREFIX = "hw:"
 EMBEDDED_OBJECT_STORE_BYTES = 100 * 1024 * 1024
 LOST_NODE_RETRIES = 1  # Ray reruns a task whose node died on another node with the resource
 WAIT_POLL_S = 1.0  # how often the deadlines of waiting cells are checked
-CANCEL_WAIT_S = 20.0  # for cancelled cells to clean up after themselves
 # A submitted cell starts at once unless no node can take it (its nodes died, or are still
 # booting): past its timeout plus this, it is given up as node_lost.
 NODE_WAIT_GRACE_S = 600.0
@@ -136,13 +135,12 @@ class RayDispatcher:
                                   f"({cell.timeout_s:g} s per attempt) plus "
                                   f"{self.node_wait_grace_s:g} s for a node to come")
         finally:
-            # Interrupted: each cancelled task's executor kills its worker group or removes
-            # its container as it unwinds; wait for that, since Ray kills the tasks of a
-            # driver that has gone, mid-cleanup.
+            # Interrupted: each task's executor kills its worker group or removes its
+            # container as Ray stops the task. A cancelled task blocked in a wait does not
+            # unwind before the driver shuts down (measured: ray.wait on it times out), so
+            # the sweep also removes the run's containers from this machine's engine.
             for ref in in_flight:
                 ray.cancel(ref, force=False)
-            if in_flight:
-                ray.wait(list(in_flight), num_returns=len(in_flight), timeout=CANCEL_WAIT_S)
 
     def _submittable(self, queue: list[Cell], running: list[Cell]) -> list[Cell]:
         """The queued cells that a node can start now: per hardware, as many as nodes
