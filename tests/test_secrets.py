@@ -9,8 +9,8 @@ import pytest
 from orchestrator.redact import guard_logging
 from tests.conftest import run_cli, write
 
-ACCESS_KEY = "AKIAMATRIXBENCHFAKE7"
-SECRET_KEY = "fakeSecret/Matrix+Bench/0123456789abcdefghijk"
+ACCESS_KEY = "fake-access-key-id-for-matrix-bench-tests"
+SECRET_KEY = "fake-secret-for-matrix-bench-tests-not-a-credential"
 
 
 def test_log_records_are_masked_and_the_sdk_stays_above_debug(monkeypatch, caplog):
