@@ -13,23 +13,21 @@ from pathlib import Path
 
 from rich.console import Console
 
-from orchestrator.executors.outcome import not_run_records
+from orchestrator.executors.outcome import not_run_records, tail_of
 from orchestrator.images import (
     BuildFailure,
     EngineUnavailable,
     ImageError,
     ImageRef,
+    build_image,
     docker_client,
-    ensure,
-    inspect,
+    find_image,
     push,
     render,
 )
 from orchestrator.matrix import Cell
 from orchestrator.records import Record, Status
 from orchestrator.spec import MatrixSpec, Stack
-
-LOG_TAIL_LINES = 30
 
 
 @dataclass(frozen=True)
@@ -64,11 +62,11 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
         log = run_root / "build" / f"{stack.name}.log"
         try:
             rendered = render(stack, spec.images)
-            found = inspect(client, stack.name, rendered.tag)
+            found = find_image(client, stack.name, rendered.tag)
             if found is None:
                 start = time.perf_counter()
                 with console.status(f"building {stack.name} ({rendered.tag})") as status:
-                    found = ensure(client, rendered, log,
+                    found = build_image(client, rendered, log,
                                    lambda line, s=status, n=stack.name:
                                    s.update(f"building {n}: {line[:100]}"))
                 built.append(stack.name)
@@ -80,7 +78,7 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
                 console.print(f"pushed {stack.name}: {found.repo_digest}")
             refs[stack.name] = found
         except ImageError as exc:
-            failures[stack.name] = BuildFailure(stack.name, str(exc), _tail(log))
+            failures[stack.name] = BuildFailure(stack.name, str(exc), tail_of(log))
             console.print(f"[red]image failed:[/] {exc} (log {log})")
     return BuiltImages(refs, failures, tuple(built))
 
@@ -90,11 +88,3 @@ def failed_image_records(cell: Cell, failure: BuildFailure) -> list[Record]:
     `image_failed` otherwise, with the build log's tail."""
     status = Status.EXECUTOR_UNAVAILABLE if failure.engine_unavailable else Status.IMAGE_FAILED
     return not_run_records(cell, status, failure.reason, log_tail=failure.log_tail or None)
-
-
-def _tail(log: Path) -> str:
-    try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return ""
-    return "\n".join(lines[-LOG_TAIL_LINES:])

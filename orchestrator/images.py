@@ -25,13 +25,13 @@ from typing import Any
 
 from orchestrator.errors import MatrixError
 from orchestrator.spec import Images, Stack
+from orchestrator.stack_check import FRAMEWORK_DISTRIBUTIONS, version_matches
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = PROJECT_ROOT / "images" / "Dockerfile.template"
 REPOSITORY = "matrix-bench"
 TAG_LENGTH = 16
 DEFAULT_PYTHON = "3.11"
-LOG_TAIL_LINES = 30
 # What the image carries: the worker and everything it and the workloads import.
 WORKER_MODULES = ("__init__", "context", "datasets", "errors", "host", "measure", "nvml",
                   "stack_check", "worker")
@@ -134,11 +134,9 @@ def _check_lock(stack: Stack, lock: str, path: Path) -> None:
         raise ImageError(f"stack {stack.name}: {path} pins without --hash: "
                          f"{', '.join(unhashed[:5])}")
     if stack.framework and stack.framework_version:
-        names = {"tensorflow": ("tensorflow", "tensorflow-cpu")}.get(
-            stack.framework, (stack.framework,))
+        names = FRAMEWORK_DISTRIBUTIONS.get(stack.framework, (stack.framework,))
         pinned = next((pins[n] for n in names if n in pins), None)
-        if pinned is None or pinned.split("+")[0].split(".")[: len(
-                stack.framework_version.split("."))] != stack.framework_version.split("."):
+        if pinned is None or not version_matches(stack.framework_version, pinned):
             raise ImageError(f"stack {stack.name} declares {stack.framework} "
                              f"{stack.framework_version}, its lock {path} pins "
                              f"{pinned or 'no ' + stack.framework}")
@@ -206,7 +204,7 @@ def docker_client() -> Any:
     return client
 
 
-def inspect(client: Any, stack: str, tag: str) -> ImageRef | None:
+def find_image(client: Any, stack: str, tag: str) -> ImageRef | None:
     """The local image of `tag`, or None."""
     import docker
 
@@ -219,12 +217,10 @@ def inspect(client: Any, stack: str, tag: str) -> ImageRef | None:
                     repo_digest=digests[0] if digests else None)
 
 
-def ensure(client: Any, rendered: Rendered, log_path: Path,
-           on_line: Callable[[str], None] = lambda line: None) -> ImageRef:
-    """The stack's image, built first if its tag is missing; ImageError with the log's tail."""
-    found = inspect(client, rendered.stack, rendered.tag)
-    if found is not None:
-        return found
+def build_image(client: Any, rendered: Rendered, log_path: Path,
+                on_line: Callable[[str], None] = lambda line: None) -> ImageRef:
+    """Build the stack's image, its log streamed to `log_path` and to `on_line`;
+    ImageError on failure. Callers build only a tag that `find_image` does not find."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w", encoding="utf-8") as log, \
             tempfile.TemporaryDirectory(prefix="matrix-build-") as context:
@@ -249,7 +245,7 @@ def ensure(client: Any, rendered: Rendered, log_path: Path,
                     on_line(text.rstrip())
     if error is not None:
         raise ImageError(f"stack {rendered.stack}: image build failed: {error}")
-    built = inspect(client, rendered.stack, rendered.tag)
+    built = find_image(client, rendered.stack, rendered.tag)
     if built is None:
         raise ImageError(f"stack {rendered.stack}: the build ended without an image")
     return built
@@ -294,7 +290,11 @@ def push(client: Any, ref: ImageRef, registry: str) -> ImageRef:
     tag = ref.tag.split(":", 1)[1]
     image = client.images.get(ref.image_id)
     image.tag(registry, tag=tag)
-    auth = ecr_auth(registry) if ".dkr.ecr." in registry else None
+    auth = None
+    if ".dkr.ecr." in registry:
+        from orchestrator.cloud.aws import ecr_auth
+
+        auth = ecr_auth(registry)
     for chunk in client.images.push(registry, tag=tag, stream=True, decode=True,
                                     auth_config=auth):
         if "error" in chunk:
@@ -306,20 +306,3 @@ def push(client: Any, ref: ImageRef, registry: str) -> ImageRef:
         raise ImageError(f"stack {ref.stack}: {registry} returned no digest for the push")
     return ImageRef(stack=ref.stack, tag=ref.tag, image_id=ref.image_id,
                     size_bytes=ref.size_bytes, repo_digest=digest)
-
-
-def ecr_auth(registry: str) -> dict[str, str]:
-    """Docker credentials for an ECR registry from boto3, creating the repository if needed.
-    The token is handed to the engine and never printed or stored."""
-    import base64
-
-    import boto3
-
-    host, _, repository = registry.partition("/")
-    region = host.split(".")[3]
-    ecr = boto3.client("ecr", region_name=region)
-    with contextlib.suppress(ecr.exceptions.RepositoryAlreadyExistsException):
-        ecr.create_repository(repositoryName=repository)
-    token = ecr.get_authorization_token()["authorizationData"][0]["authorizationToken"]
-    username, password = base64.b64decode(token).decode().split(":", 1)
-    return {"username": username, "password": password}

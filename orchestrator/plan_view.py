@@ -10,7 +10,7 @@ from rich.table import Table
 
 from orchestrator.build import image_stacks
 from orchestrator.hardware import detect_local
-from orchestrator.images import EngineUnavailable, ImageError, docker_client, inspect, render
+from orchestrator.images import EngineUnavailable, ImageError, docker_client, find_image, render
 from orchestrator.matrix import Cell
 from orchestrator.plan import Selector, make_plan
 from orchestrator.progress import varying_params
@@ -76,6 +76,6 @@ def _show_images(spec: MatrixSpec, cells: list[Cell], console: Console) -> None:
             table.add_row(stack.name, "-", f"cannot render: {exc}")
             continue
         state = why if client is None else (
-            "built" if inspect(client, stack.name, tag) else "to build")
+            "built" if find_image(client, stack.name, tag) else "to build")
         table.add_row(stack.name, tag, state)
     console.print(table)

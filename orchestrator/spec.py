@@ -157,8 +157,9 @@ def load_spec(path: Path | str) -> MatrixSpec:
         spec = MatrixSpec.model_validate(doc.data)
     except ValidationError as exc:
         raise _first_error(doc, exc) from None
+    spec = spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
     _check_semantics(spec, doc)
-    return spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
+    return spec
 
 
 def _first_error(doc: LocatedYaml, exc: ValidationError) -> SpecError:
@@ -212,7 +213,7 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
         where = ("aws", "instance_profile") if spec.aws else ("hardware",)
         raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
                                "profile its nodes run with (docs/aws.md)")
-    images = resolve_image_paths(spec.images, doc.path.parent)
+    images = spec.images  # its paths already absolute
     for index, stack in enumerate(spec.stacks):
         if stack.effective_executor == "docker":
             _check_image_stack(stack, images, doc, ("stacks", index))

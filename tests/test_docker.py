@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.images import docker_client, inspect, push, render
+from orchestrator.images import docker_client, find_image, push, render
 from orchestrator.spec import load_spec
 from tests.conftest import ImageEnv, cell_records, journal, run_cli, write
 
@@ -180,7 +180,7 @@ def test_push_records_the_digest_and_a_pull_by_digest_gives_the_same_image(
     client = docker_client()
     records = journal(stacks_run)
     tag = next(r["image_tag"] for r in records if r.get("image_tag"))
-    ref = inspect(client, "torch-cpu", tag)
+    ref = find_image(client, "torch-cpu", tag)
     pushed = push(client, ref, f"{registry}/matrix-bench")
     assert pushed.repo_digest.startswith(f"{registry}/matrix-bench@sha256:")
     request = urllib.request.Request(

@@ -1,11 +1,12 @@
 """The tool's own boto3 calls (boto3 is imported by the callers' clients, lazily).
 
-So far: the AMI that EC2 nodes boot. Prices, quotas, tagging sweeps and S3 come with the
-rest of the EC2 issue.
+So far: the AMI that EC2 nodes boot, and ECR credentials for image pushes. Prices, quotas,
+the orphan sweep and S3 have modules of their own beside this one.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from orchestrator.errors import MatrixError
@@ -27,3 +28,20 @@ def default_ami(ssm: Any) -> str:
         raise AwsError(f"cannot resolve the Deep Learning Base AMI from SSM parameter "
                        f"{DLAMI_PARAMETER}: {str(exc).splitlines()[0]} (or set aws.ami)"
                        ) from None
+
+
+def ecr_auth(registry: str) -> dict[str, str]:
+    """Docker credentials for an ECR registry from boto3, creating the repository if needed.
+    The token is handed to the engine and never printed or stored."""
+    import base64
+
+    import boto3
+
+    host, _, repository = registry.partition("/")
+    region = host.split(".")[3]
+    ecr = boto3.client("ecr", region_name=region)
+    with contextlib.suppress(ecr.exceptions.RepositoryAlreadyExistsException):
+        ecr.create_repository(repositoryName=repository)
+    token = ecr.get_authorization_token()["authorizationData"][0]["authorizationToken"]
+    username, password = base64.b64decode(token).decode().split(":", 1)
+    return {"username": username, "password": password}

@@ -39,14 +39,16 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
     ec2 = [h for h in spec.hardware if h.kind == "ec2"]
     if aws is None or aws.instance_profile is None or not ec2:
         raise ClusterConfigError("the matrix has no EC2 hardware with aws.instance_profile set")
-    base = {"ImageId": ami, "KeyName": key_name, "run_id": run_id}
+    def node_config(instance_type: str, spot: bool) -> dict[str, Any]:
+        return _node_config(aws, instance_type, ami, key_name, run_id, spot)
+
     node_types = {HEAD_TYPE: {
-        "node_config": _node_config(aws, aws.head_instance_type, base, spot=False),
+        "node_config": node_config(aws.head_instance_type, spot=False),
         "resources": {}, "min_workers": 0, "max_workers": 0}}
     for hardware in ec2:
         instance = EC2_INSTANCE_TYPES[str(hardware.instance_type)]
         node_types[node_type_name(hardware)] = {
-            "node_config": _node_config(aws, instance.name, base, spot=hardware.spot),
+            "node_config": node_config(instance.name, spot=hardware.spot),
             "resources": {f"hw:{hardware.name}": 1, "CPU": instance.vcpus,
                           "GPU": hardware.gpus},
             "min_workers": 0, "max_workers": aws.max_workers,
@@ -73,21 +75,21 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
     }
 
 
-def _node_config(aws: Aws, instance_type: str, base: dict[str, str],
+def _node_config(aws: Aws, instance_type: str, ami: str, key_name: str, run_id: str,
                  spot: bool) -> dict[str, Any]:
     profile_key = "Arn" if str(aws.instance_profile).startswith("arn:") else "Name"
     minutes = max(1, round(aws.max_lifetime_hours * 60))
     config: dict[str, Any] = {
         "InstanceType": instance_type,
-        "ImageId": base["ImageId"],
-        "KeyName": base["KeyName"],
+        "ImageId": ami,
+        "KeyName": key_name,
         "IamInstanceProfile": {profile_key: aws.instance_profile},
         "InstanceInitiatedShutdownBehavior": "terminate",
         # The dead man's switch: shut down (so terminate) after the lifetime, whatever the
         # driver does. Booted by cloud-init as the instance's first user data.
         "UserData": f"#!/bin/bash\nshutdown -h +{minutes} 'matrix-bench max lifetime'\n",
         "TagSpecifications": [{"ResourceType": kind, "Tags": [
-            {"Key": RUN_TAG, "Value": base["run_id"]}]} for kind in ("instance", "volume")],
+            {"Key": RUN_TAG, "Value": run_id}]} for kind in ("instance", "volume")],
         "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
             "VolumeSize": 200, "VolumeType": "gp3", "DeleteOnTermination": True}}],
     }

@@ -14,12 +14,11 @@ import contextlib
 import os
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orchestrator import datasets
-from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.images import EngineUnavailable, ImageRef, docker_client
 from orchestrator.matrix import Cell
 from orchestrator.records import Record, Status
@@ -34,20 +33,13 @@ STOP_GRACE_S = 3
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
              node_id: str | None = None) -> list[Record]:
     """Run `cell` in a container of `image` and return its journal records."""
-    cells_dir, log_file = run_root / "cells", run_root / "logs" / f"{cell.cell_id}.log"
-    cell_file = cells_dir / f"{cell.cell_id}.json"
-    out_file = cells_dir / f"{cell.cell_id}.out.jsonl"
-    for folder in (cells_dir, log_file.parent):
-        folder.mkdir(parents=True, exist_ok=True)
-    cell_file.write_text(cell.model_dump_json(indent=2))
-    out_file.unlink(missing_ok=True)
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    files = CellFiles.prepare(cell, run_root)
 
     def refused(status: Status, why: str) -> list[Record]:
-        log_file.write_text(f"docker executor: {why}\n")
-        exit = WorkerExit(returncode=None, timed_out=False, started_at=started_at, wall_s=0.0,
-                          node_id=node_id)
-        return records_for(cell, exit, out_file, log_file, tool, _provenance(image),
+        files.log.write_text(f"docker executor: {why}\n")
+        exit = WorkerExit(returncode=None, timed_out=False, started_at=files.started_at,
+                          wall_s=0.0, node_id=node_id)
+        return records_for(cell, exit, files.out, files.log, tool, _provenance(image),
                            status_override=(status, why))
 
     if image is None:
@@ -65,11 +57,11 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
 
     start = time.perf_counter()
     try:
-        container = client.containers.run(local_tag, **_container_options(cell, cells_dir))
+        container = client.containers.run(local_tag, **_container_options(cell, files.cell.parent))
     except Exception as exc:  # the engine refused (no GPU runtime, gone away): not a crash
         return refused(Status.EXECUTOR_UNAVAILABLE, f"the engine did not start the container: "
                                                    f"{str(exc).splitlines()[0]}")
-    follower = threading.Thread(target=_follow_logs, args=(container, log_file), daemon=True)
+    follower = threading.Thread(target=_follow_logs, args=(container, files.log), daemon=True)
     follower.start()
     try:
         timed_out, returncode, oom = _wait(container, cell.timeout_s)
@@ -78,9 +70,9 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         raise
     follower.join(timeout=10)
     _remove(container)
-    exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=started_at,
+    exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
-    return records_for(cell, exit, out_file, log_file, tool, _provenance(image))
+    return records_for(cell, exit, files.out, files.log, tool, _provenance(image))
 
 
 def _image_here(client: Any, image: ImageRef) -> str:

@@ -46,6 +46,29 @@ class WorkerExit:
 
 
 @dataclass(frozen=True)
+class CellFiles:
+    """A cell's files in its run directory (Contracts: worker input and output)."""
+
+    cell: Path  # cells/<cell_id>.json, the worker's input
+    out: Path  # cells/<cell_id>.out.jsonl, the worker's records
+    log: Path  # logs/<cell_id>.log, everything the worker printed
+    started_at: str  # ISO 8601 UTC, when the files were laid out
+
+    @classmethod
+    def prepare(cls, cell: Cell, run_root: Path) -> CellFiles:
+        """Write the cell file and clear a previous attempt's output."""
+        files = cls(cell=run_root / "cells" / f"{cell.cell_id}.json",
+                    out=run_root / "cells" / f"{cell.cell_id}.out.jsonl",
+                    log=run_root / "logs" / f"{cell.cell_id}.log",
+                    started_at=datetime.now(UTC).isoformat(timespec="seconds"))
+        for folder in (files.cell.parent, files.log.parent):
+            folder.mkdir(parents=True, exist_ok=True)
+        files.cell.write_text(cell.model_dump_json(indent=2))
+        files.out.unlink(missing_ok=True)
+        return files
+
+
+@dataclass(frozen=True)
 class ToolInfo:
     """The orchestrator's own provenance, computed once by the driver."""
 
@@ -64,7 +87,7 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
     measurements, invalid = _measurements(cell, identity, raw, provenance)
     error = next((r for r in raw if r.get("record") == "error"), None)
     timing = next((r for r in raw if r.get("record") == "timing"), {})
-    log_tail = _tail(log_file)
+    log_tail = tail_of(log_file)
 
     if status_override is not None:
         status, message = status_override
@@ -218,7 +241,8 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
     return flags, reasons
 
 
-def _tail(log_file: Path) -> str:
+def tail_of(log_file: Path) -> str:
+    """The last lines of a log, as cell records and build failures carry them."""
     try:
         text = log_file.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:

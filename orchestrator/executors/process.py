@@ -15,10 +15,9 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.matrix import Cell
 from orchestrator.records import Record
 from orchestrator.redact import SECRET_ENV
@@ -30,19 +29,11 @@ KILL_GRACE_S = 3.0
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
              node_id: str | None = None) -> list[Record]:
     """Run `cell` in a worker subprocess and return its journal records."""
-    cell_file = run_root / "cells" / f"{cell.cell_id}.json"
-    out_file = run_root / "cells" / f"{cell.cell_id}.out.jsonl"
-    log_file = run_root / "logs" / f"{cell.cell_id}.log"
-    for folder in (cell_file.parent, log_file.parent):
-        folder.mkdir(parents=True, exist_ok=True)
-    cell_file.write_text(cell.model_dump_json(indent=2))
-    out_file.unlink(missing_ok=True)
-    started_at = datetime.now(UTC).isoformat(timespec="seconds")
-
+    files = CellFiles.prepare(cell, run_root)
     start = time.perf_counter()
-    with open(log_file, "wb") as log:
+    with open(files.log, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.worker", str(cell_file), str(out_file)],
+            [sys.executable, "-m", "orchestrator.worker", str(files.cell), str(files.out)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=_worker_env(cell), cwd=run_root, start_new_session=True,
             preexec_fn=_limit_memory(cell.memory_limit_mb),
@@ -68,9 +59,9 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
         timed_out = fired.is_set()
         if timed_out:
             returncode = None
-    exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=started_at,
+    exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, node_id=node_id)
-    return records_for(cell, exit, out_file, log_file, tool)
+    return records_for(cell, exit, files.out, files.log, tool)
 
 
 def _worker_env(cell: Cell) -> dict[str, str]:
