@@ -17,12 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestrator.budget import BudgetGuard
 from orchestrator.errors import DispatchError
 from orchestrator.executors import execute
 from orchestrator.executors.outcome import ToolInfo, not_run_records
 from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
-from orchestrator.records import Record, Status, parse_record
+from orchestrator.records import CellRecord, Record, Status, parse_record
 from orchestrator.spec import Hardware
 
 HW_PREFIX = "hw:"
@@ -48,10 +49,16 @@ class SerialDispatcher:
     def offered(self) -> set[str] | None:
         return None  # only local hardware, judged by the plan against this machine
 
-    def run(self, cells: list[Cell], images: dict[str, ImageRef]
-            ) -> Iterator[tuple[Cell, list[Record]]]:
+    def run(self, cells: list[Cell], images: dict[str, ImageRef],
+            guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
         for cell in cells:
-            yield cell, execute(cell, self.run_root, self.tool, images, node_id=self.node_id)
+            reason = guard.refusal(cell, []) if guard else None
+            if reason:
+                yield cell, budget_stopped_records(cell, reason)
+                continue
+            records = execute(cell, self.run_root, self.tool, images, node_id=self.node_id)
+            _account(guard, cell, records)
+            yield cell, records
 
     def close(self) -> None:
         pass
@@ -100,18 +107,28 @@ class RayDispatcher:
         return {key.removeprefix(HW_PREFIX) for key in self.ray.cluster_resources()
                 if key.startswith(HW_PREFIX)}
 
-    def run(self, cells: list[Cell], images: dict[str, ImageRef]
-            ) -> Iterator[tuple[Cell, list[Record]]]:
+    def run(self, cells: list[Cell], images: dict[str, ImageRef],
+            guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
         """Submit as many cells of each hardware as nodes offer it (one in embedded mode),
         yield each as it ends, and give up on a cell that no node started within its
-        timeout plus the grace (`node_lost`), so no cell waits forever."""
+        timeout plus the grace (`node_lost`), so no cell waits forever. With a `guard`, a
+        cell that could take the spend past the budget waits for running cells to end,
+        and is `budget_stopped` when none runs."""
         ray = self.ray
         queue = list(cells)
         in_flight: dict[Any, tuple[Cell, float]] = {}  # ref -> (cell, submitted at)
         try:
             while queue or in_flight:
-                for cell in self._submittable(queue, [c for c, _ in in_flight.values()]):
+                running = [c for c, _ in in_flight.values()]
+                for cell in self._submittable(queue, running):
+                    reason = guard.refusal(cell, running) if guard else None
+                    if reason and running:
+                        continue  # it may fit once the running cells have ended
                     queue.remove(cell)
+                    if reason:
+                        yield cell, budget_stopped_records(cell, reason)
+                        continue
+                    running.append(cell)
                     ref = self._task.options(
                         resources={hw_resource(cell.hardware.name): 1.0},
                         num_gpus=cell.hardware.gpus, num_cpus=0,
@@ -122,7 +139,9 @@ class RayDispatcher:
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
                 for ref in ready:
                     cell, _ = in_flight.pop(ref)
-                    yield cell, self._collect(ref, cell)
+                    records = self._collect(ref, cell)
+                    _account(guard, cell, records)
+                    yield cell, records
                 now = time.monotonic()
                 for ref, (cell, since) in list(in_flight.items()):
                     # Ray may rerun a cell whose node died: each attempt may take its timeout.
@@ -179,6 +198,15 @@ def lost_node_records(cell: Cell, reason: str) -> list[Record]:
                            attempts=1 + LOST_NODE_RETRIES)
 
 
+def budget_stopped_records(cell: Cell, reason: str) -> list[Record]:
+    return not_run_records(cell, Status.BUDGET_STOPPED, reason)
+
+
+def _account(guard: BudgetGuard | None, cell: Cell, records: list[Record]) -> None:
+    if guard is not None and isinstance(records[-1], CellRecord):
+        guard.ended(cell, records[-1].wall_s)
+
+
 def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo,
                       image: ImageRef | None) -> list[dict[str, Any]]:
     """The Ray task: run one cell on this node with its stack's executor."""
@@ -187,5 +215,5 @@ def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo,
     cell = Cell.model_validate_json(cell_json)
     node_id = ray.get_runtime_context().get_node_id()
     images = {cell.stack.name: image} if image is not None else {}
-    records = execute(cell, Path(run_root), tool, images, node_id=node_id)
+    records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id)
     return [r.model_dump(mode="json", exclude_none=True) for r in records]

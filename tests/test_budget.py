@@ -1,0 +1,42 @@
+"""The in-run budget guard: which cell may start, given what ended and what runs."""
+
+from __future__ import annotations
+
+import time
+
+from orchestrator.budget import BudgetGuard
+from orchestrator.matrix import Cell
+from tests.cells import make_cell
+
+
+def cell(seconds: float = 0.1, repeat: int = 1) -> Cell:
+    data = make_cell("sleep", {"seconds": seconds}, epochs=1)
+    return Cell.model_validate({**data, "cell_id": f"{data['cell_id']}-{repeat}",
+                                "repeat": repeat})
+
+
+def test_a_cell_starts_only_while_spent_running_and_its_own_estimate_fit():
+    a, b, c, d = (cell(repeat=n) for n in range(1, 5))
+    guard = BudgetGuard(3.0, {"laptop": 3600.0}, {x.cell_id: 1.0 for x in (a, b, c, d)})
+    assert guard.refusal(a, []) is None  # $1 of $3
+    assert guard.refusal(b, [a]) is None  # $1 running + $1
+    assert guard.refusal(c, [a, b]) is None  # exactly $3 still fits
+    guard.ended(a, wall_s=1.5)
+    reason = guard.refusal(c, [b, d])  # $1.50 + 2 x $1 running + $1 > $3
+    assert reason is not None and "budget_usd 3 reached" in reason and "$3.50" in reason
+
+
+def test_without_an_estimate_a_cell_counts_at_its_timeout_and_free_hardware_always_starts():
+    a = cell()
+    guard = BudgetGuard(1.0, {"laptop": 1.0})  # $1/h; the sleep workload's timeout is long
+    assert guard.cell_cost_usd(a) == a.timeout_s / 3600
+    unpriced = BudgetGuard(0.0, {})
+    assert unpriced.refusal(a, []) is None
+
+
+def test_the_head_bills_from_the_start_whatever_runs():
+    guard = BudgetGuard(1.0, {"laptop": 3600.0}, {}, fixed_usd_per_hour=3600.0,
+                        started=time.monotonic() - 0.9)  # $0.90 of head time so far
+    a = cell()
+    guard.estimate_s[a.cell_id] = 0.2
+    assert guard.refusal(a, []) is not None
