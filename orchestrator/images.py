@@ -23,8 +23,9 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from orchestrator.cloud.aws import is_ecr
 from orchestrator.errors import MatrixError
-from orchestrator.spec import Images, Stack
+from orchestrator.spec import Images, MatrixSpec, Stack
 from orchestrator.stack_check import FRAMEWORK_DISTRIBUTIONS, version_matches
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,10 @@ def render(stack: Stack, images: Images) -> Rendered:
     lock_path = Path(str(images.locks)) / f"{stack.name}.txt"
     try:
         lock = lock_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ImageError(f"stack {stack.name}: no lock file {lock_path} yet: pin its packages "
+                         f"with hashes (`matrix lock WHEELHOUSE -o {lock_path}`, "
+                         "images/README.md)") from None
     except OSError as exc:
         raise ImageError(f"stack {stack.name}: cannot read its lock file {lock_path}: "
                          f"{exc.strerror}") from None
@@ -116,6 +121,18 @@ FAMILY_ENV = {"tensorflow": " TF_CPP_MIN_LOG_LEVEL=1"}
 def base_image(stack: Stack) -> str:
     """The stack's base image, or the official slim Python image of its Python."""
     return stack.base_image or f"python:{stack.python or DEFAULT_PYTHON}-slim-bookworm"
+
+
+def image_problems(spec: MatrixSpec) -> list[str]:
+    """Why a stack's image could not be rendered yet (a missing or contradicting lock)."""
+    problems = []
+    for stack in spec.stacks:
+        if stack.effective_executor == "docker":
+            try:
+                render(stack, spec.images)
+            except ImageError as exc:
+                problems.append(str(exc))
+    return problems
 
 
 def index_args(stack: Stack) -> list[str]:
@@ -291,7 +308,7 @@ def push(client: Any, ref: ImageRef, registry: str) -> ImageRef:
     image = client.images.get(ref.image_id)
     image.tag(registry, tag=tag)
     auth = None
-    if ".dkr.ecr." in registry:
+    if is_ecr(registry):
         from orchestrator.cloud.aws import ecr_auth
 
         auth = ecr_auth(registry)

@@ -1,6 +1,7 @@
 """The tool's own boto3 calls (boto3 is imported by the callers' clients, lazily).
 
-So far: the AMI that EC2 nodes boot, and ECR credentials for image pushes. Prices, quotas,
+The AMI that EC2 nodes boot, this machine's public address (the one SSH ingress), and ECR
+credentials for image pushes and pulls. Prices, quotas,
 the orphan sweep and S3 have modules of their own beside this one.
 """
 
@@ -30,9 +31,14 @@ def default_ami(ssm: Any) -> str:
                        ) from None
 
 
-def ecr_auth(registry: str) -> dict[str, str]:
-    """Docker credentials for an ECR registry from boto3, creating the repository if needed.
-    The token is handed to the engine and never printed or stored."""
+def is_ecr(registry: str) -> bool:
+    return ".dkr.ecr." in registry.partition("/")[0]
+
+
+def ecr_auth(registry: str, for_push: bool = True) -> dict[str, str]:
+    """Docker credentials for an ECR registry from boto3; a push first creates the repository
+    if needed (a node that pulls only reads). The token is handed to the engine and never
+    printed or stored."""
     import base64
 
     import boto3
@@ -40,8 +46,23 @@ def ecr_auth(registry: str) -> dict[str, str]:
     host, _, repository = registry.partition("/")
     region = host.split(".")[3]
     ecr = boto3.client("ecr", region_name=region)
-    with contextlib.suppress(ecr.exceptions.RepositoryAlreadyExistsException):
-        ecr.create_repository(repositoryName=repository)
+    if for_push:
+        with contextlib.suppress(ecr.exceptions.RepositoryAlreadyExistsException):
+            ecr.create_repository(repositoryName=repository.split("@")[0])
     token = ecr.get_authorization_token()["authorizationData"][0]["authorizationToken"]
     username, password = base64.b64decode(token).decode().split(":", 1)
     return {"username": username, "password": password}
+
+
+def public_cidr() -> str:
+    """This machine's public IPv4 address as a /32: the only source SSH ingress allows."""
+    import ipaddress
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen("https://checkip.amazonaws.com", timeout=10) as answer:
+            address = ipaddress.IPv4Address(answer.read().decode().strip())
+    except (OSError, ValueError) as exc:
+        raise AwsError(f"cannot find this machine's public address ({exc}): set aws.ssh_cidr "
+                       "to the address the nodes may accept SSH from") from None
+    return f"{address}/32"

@@ -8,6 +8,7 @@ groups, and lists each thing it did.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,20 +18,55 @@ NAME_PREFIX = "matrix-bench-"
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
 
-def orphans(ec2: Any, owned_runs: Iterable[str]) -> dict[str, list[str]]:
-    """Run id -> ids of its instances in a live state, for runs not in `owned_runs`."""
-    owned = set(owned_runs)
+def live_instances(ec2: Any, run: str | None = None) -> dict[str, list[str]]:
+    """Run id -> ids of its instances in a live state (of one run, or of every run)."""
+    tag = {"Name": f"tag:{RUN_TAG}", "Values": [run]} if run else \
+        {"Name": "tag-key", "Values": [RUN_TAG]}
     found: dict[str, list[str]] = {}
     pages = ec2.get_paginator("describe_instances").paginate(Filters=[
-        {"Name": "tag-key", "Values": [RUN_TAG]},
-        {"Name": "instance-state-name", "Values": LIVE_STATES}])
+        tag, {"Name": "instance-state-name", "Values": LIVE_STATES}])
     for page in pages:
         for reservation in page["Reservations"]:
             for instance in reservation["Instances"]:
-                run = next(t["Value"] for t in instance["Tags"] if t["Key"] == RUN_TAG)
-                if run not in owned:
-                    found.setdefault(run, []).append(instance["InstanceId"])
+                tagged = next(t["Value"] for t in instance["Tags"] if t["Key"] == RUN_TAG)
+                found.setdefault(tagged, []).append(instance["InstanceId"])
     return found
+
+
+def orphans(ec2: Any, owned_runs: Iterable[str]) -> dict[str, list[str]]:
+    """Run id -> ids of its instances in a live state, for runs not in `owned_runs`."""
+    owned = set(owned_runs)
+    return {run: ids for run, ids in live_instances(ec2).items() if run not in owned}
+
+
+def remove_run(ec2: Any, run: str, wait_s: float = 0.0) -> list[str]:
+    """Terminate every live instance of `run`, then delete its key pair, and its security
+    group once no instance holds it (waiting up to `wait_s` for them to go). This is the
+    teardown's backstop: it needs nothing but the run tag. One line per action."""
+    actions = []
+    instances = live_instances(ec2, run).get(run, [])
+    if instances:
+        ec2.terminate_instances(InstanceIds=instances)
+        actions.append(f"terminate {', '.join(sorted(instances))} (run {run})")
+    name = NAME_PREFIX + run
+    if ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"]:
+        ec2.delete_key_pair(KeyName=name)
+        actions.append(f"delete key pair {name}")
+    deadline = time.monotonic() + wait_s
+    for group in ec2.describe_security_groups(
+            Filters=[{"Name": "group-name", "Values": [name]}])["SecurityGroups"]:
+        while True:
+            try:
+                ec2.delete_security_group(GroupId=group["GroupId"])
+                actions.append(f"delete security group {name} ({group['GroupId']})")
+                break
+            except ec2.exceptions.ClientError:  # still attached to a terminating instance
+                if time.monotonic() > deadline:
+                    actions.append(f"security group {name} ({group['GroupId']}) is still in "
+                                   "use by terminating instances: `matrix cleanup` removes it")
+                    break
+                time.sleep(5)
+    return actions
 
 
 def cleanup(ec2: Any, owned_runs: Iterable[str], dry_run: bool = False) -> list[str]:
