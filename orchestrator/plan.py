@@ -72,8 +72,9 @@ class Plan:
 
 def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
               only: Iterable[Selector] = (), offered: set[str] | None = None,
-              rerun: bool = False) -> Plan:
-    """Decide every cell's fate. `offered`: hardware names some node offers (None: all local)."""
+              rerun: bool = False, launch_ec2: bool = True) -> Plan:
+    """Decide every cell's fate. `offered`: hardware names some node offers (None: the local
+    machine, plus a cluster launched for the EC2 hardware where `launch_ec2`)."""
     history = list(history)
     done = set() if rerun else {r.cell.cell_id for r in history if r.cell.status.is_done()}
     selectors = list(only)
@@ -85,7 +86,7 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
     to_run: list[Cell] = []
     skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
     for cell in cells:
-        reason = _skip_reason(cell, local, selectors, offered, done)
+        reason = _skip_reason(cell, local, selectors, offered, done, launch_ec2)
         if reason:
             skipped.append(Skipped(cell, reason))
         else:
@@ -96,17 +97,20 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
 
 
 def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
-                 offered: set[str] | None, done: set[str]) -> str | None:
+                 offered: set[str] | None, done: set[str], launch_ec2: bool) -> str | None:
     if not all(s.matches(cell) for s in selectors):
         return "not selected (--only)"
     problem = incompatibility(cell)
     if problem:
         return f"incompatible: {problem}"
     hardware = cell.hardware
-    if offered is None:  # the local machine is the only node
-        if hardware.kind != "local":
-            return (f"no node offers hw:{hardware.name} ({hardware.kind} hardware needs a "
-                    "cluster: pass --ray-address)")
+    if offered is None and hardware.kind == "ec2":  # on the cluster launched for the sweep
+        if not launch_ec2:
+            return f"no node offers hw:{hardware.name} (EC2 hardware runs on a Ray cluster)"
+        if cell.stack.effective_executor != "docker":
+            return ("incompatible: EC2 nodes run cells in their stack's image, and stack "
+                    f"{cell.stack.name} has none (executor: process)")
+    elif offered is None:  # the local machine is the only node
         if hardware.gpus > local.gpu_count:
             return f"incompatible: needs {hardware.gpus} GPU(s), this machine has {local.gpu_count}"
     elif hardware.name not in offered:

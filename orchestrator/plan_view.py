@@ -9,14 +9,15 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.build import image_stacks
+from orchestrator.cloud.costs import plan_cost_usd
 from orchestrator.hardware import detect_local
 from orchestrator.images import EngineUnavailable, ImageError, docker_client, find_image, render
 from orchestrator.matrix import Cell
-from orchestrator.plan import Selector, make_plan
+from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import varying_params
 from orchestrator.results import ResultStore
 from orchestrator.spec import MatrixSpec, load_spec
-from orchestrator.sweep import run_dir_for
+from orchestrator.sweep import over_budget, priced, run_dir_for
 
 MAX_SKIPPED_ROWS = 50
 
@@ -55,6 +56,21 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
     total = plan.total_estimate_s()
     console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
                                   if total is None else f"about {total / 60:.1f} min"))
+    _show_cost(spec, plan, console)
+
+
+def _show_cost(spec: MatrixSpec, plan: Plan, console: Console) -> None:
+    """Each EC2 price with its source and date, and the plan's worst case against the budget."""
+    prices = priced(spec, plan, console)
+    if not prices:
+        return
+    cost = plan_cost_usd(plan, prices)
+    if spec.budget_usd is not None and cost > spec.budget_usd:
+        console.print(f"[red]{over_budget(spec.budget_usd, cost)}[/]: `matrix run` refuses it")
+    else:
+        budget = f" of budget_usd {spec.budget_usd:g}" if spec.budget_usd is not None else ""
+        console.print(f"cost: up to ${cost:.2f}{budget} (estimates, or timeouts, x prices; "
+                      "plus the head and boot time)")
 
 
 def _show_images(spec: MatrixSpec, cells: list[Cell], console: Console) -> None:

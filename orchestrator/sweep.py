@@ -6,15 +6,20 @@ interrupted sweep loses only the cells that were running; running it again resum
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+import threading
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.budget import BudgetGuard
 from orchestrator.build import build_images, failed_image_records, image_stacks
 from orchestrator.cloud.costs import hardware_prices, plan_cost_usd, with_price
 from orchestrator.cloud.pricing import Price
@@ -32,6 +37,10 @@ from orchestrator.report import write_report
 from orchestrator.results import ResultStore
 from orchestrator.spec import MatrixSpec, load_spec
 
+if TYPE_CHECKING:
+    from orchestrator.cloud.cluster import Clients, Launcher
+    from orchestrator.cloud.ec2_group import Ec2Group
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -43,6 +52,8 @@ class SweepOptions:
     only: tuple[Selector, ...] = ()
     rerun: bool = False
     allow_over_budget: bool = False
+    launcher: Launcher | None = None  # how EC2 clusters come up; default Ray's launcher
+    follower_grace_s: float = 600.0  # the head tears down alone if not followed by then
 
 
 @dataclass(frozen=True)
@@ -98,30 +109,46 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     if options.ray_address and not options.no_ray:  # a cluster decides which hardware exists
         dispatcher = RayDispatcher(store.root, tool, spec.hardware, options.ray_address)
     offered = dispatcher.offered() if dispatcher else None
-    plan = make_plan(spec, local, store.results(), options.only, offered, options.rerun)
+    plan = make_plan(spec, local, store.results(), options.only, offered, options.rerun,
+                     launch_ec2=not options.no_ray)
     _print_plan_line(console, plan, store.root)
-    prices = _prices(spec, plan, console)
+    launched = [c for c in plan.to_run if c.hardware.kind == "ec2"] if offered is None else []
+    prices = priced(spec, plan, console)
     _check_budget(spec, plan, prices, options.allow_over_budget, console)
+    clients = None
+    if launched:
+        from orchestrator.cloud.cluster import Clients, check_launch_quotas
+
+        assert spec.aws is not None
+        clients = Clients.for_region(spec.aws.region)
+        check_launch_quotas(spec, clients.service_quotas, _say(console))
     statuses: Counter[str] = Counter()
     interrupted = False
     try:
         to_run, images = _images_for(spec, plan.to_run, store, statuses, console)
-        if to_run and dispatcher is None:
+        launched = [c for c in launched if c in to_run]
+        here = [c for c in to_run if c not in launched]
+        if here and dispatcher is None:
             dispatcher = (SerialDispatcher(store.root, tool) if options.no_ray else
                           RayDispatcher(store.root, tool, spec.hardware))
-        if to_run and dispatcher is not None:
-            attempts = Counter(r.cell_id for r in store.read() if isinstance(r, CellRecord))
-            in_flight = 1 if options.no_ray or dispatcher.offered() is None else len(to_run)
-            with SweepProgress(console, to_run, in_flight) as progress:
-                for cell, records in dispatcher.run(to_run, images):
-                    records = _with_attempt(records, attempts[cell.cell_id] + 1)
-                    records = with_price(records, cell.hardware.instance_type,
-                                         prices.get(cell.hardware.name))
-                    store.append(records)
-                    record = records[-1]
-                    assert isinstance(record, CellRecord)
-                    statuses[record.status.value] += 1
-                    progress.finished(cell, record)
+        intake = _Intake(store, prices, statuses)
+        serial = dispatcher is None or options.no_ray or dispatcher.offered() is None
+        in_flight = (1 if serial else len(here)) + len(launched)
+        with SweepProgress(console, to_run, in_flight) as progress:
+            intake.progress = progress
+            with contextlib.ExitStack() as group_scope:
+                group = None
+                if launched:
+                    assert clients is not None
+                    group = group_scope.enter_context(_ec2_group(
+                        spec, store, launched, images, tool, prices, plan, options, clients,
+                        intake.take, console))
+                if here and dispatcher is not None:
+                    guard = _budget_guard(spec, prices, plan)
+                    for cell, records in dispatcher.run(here, images, guard):
+                        intake.take(cell, records)
+                if group is not None:
+                    group.wait()
     except KeyboardInterrupt:
         interrupted = True
         if image_stacks(spec, plan.to_run):  # a backstop for this machine's engine
@@ -140,6 +167,70 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
                         skipped=len(plan.skipped), statuses=dict(statuses),
                         interrupted=interrupted)
+
+
+@dataclass
+class _Intake:
+    """Where every cell's records go, from this thread or the EC2 follower's: the attempt
+    number and the price are set, the batch is journalled, the progress shows it."""
+
+    store: ResultStore
+    prices: dict[str, Price]
+    statuses: Counter[str]
+    progress: SweepProgress | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.attempts = Counter(r.cell_id for r in self.store.read()
+                                if isinstance(r, CellRecord))
+
+    def take(self, cell: Cell, records: list[Record]) -> None:
+        with self.lock:
+            records = _with_attempt(records, self.attempts[cell.cell_id] + 1)
+            records = with_price(records, cell.hardware.instance_type,
+                                 self.prices.get(cell.hardware.name))
+            self.store.append(records)
+            record = records[-1]
+            assert isinstance(record, CellRecord)
+            self.statuses[record.status.value] += 1
+            if self.progress is not None:
+                self.progress.finished(cell, record)
+
+
+def _ec2_group(spec: MatrixSpec, store: ResultStore, cells: list[Cell],
+               images: dict[str, ImageRef], tool: ToolInfo, prices: dict[str, Price],
+               plan: Plan, options: SweepOptions, clients: Clients,
+               take: Callable[[Cell, list[Record]], None], console: Console) -> Ec2Group:
+    """The launched cluster's group: its driver gets the cells, prices and budget."""
+    from orchestrator.cloud.cluster import RayLauncher
+    from orchestrator.cloud.costs import head_price
+    from orchestrator.cloud.ec2_group import HEAD_RUN_ROOT, Ec2Group, Ec2Work
+    from orchestrator.cloud.head_driver import DriverInput
+
+    assert spec.aws is not None
+    run_id = store.root.name  # the run tag; `matrix cleanup` spares the runs locked here
+    head = head_price(spec)
+    driver_input = DriverInput(
+        run_id=run_id, region=spec.aws.region, run_root=f"{HEAD_RUN_ROOT}/{run_id}",
+        cells=cells, images={c.stack.name: images[c.stack.name] for c in cells}, tool=tool,
+        budget_usd=spec.budget_usd,
+        usd_per_hour={name: price.usd_per_hour for name, price in prices.items()},
+        head_usd_per_hour=head.usd_per_hour if head else 0.0,
+        estimate_s={k: v for k, v in plan.estimate_s.items() if v is not None},
+        follower_grace_s=options.follower_grace_s)
+    work = Ec2Work(spec=spec, run_id=run_id, run_dir=store.root, driver_input=driver_input)
+    return Ec2Group(work, options.launcher or RayLauncher(), clients, take, _say(console))
+
+
+def _say(console: Console) -> Callable[[str], None]:
+    return lambda line: console.print(line, markup=False, highlight=False)
+
+
+def _budget_guard(spec: MatrixSpec, prices: dict[str, Price], plan: Plan) -> BudgetGuard | None:
+    if spec.budget_usd is None or not prices:
+        return None
+    return BudgetGuard(spec.budget_usd, {n: p.usd_per_hour for n, p in prices.items()},
+                       {k: v for k, v in plan.estimate_s.items() if v is not None})
 
 
 def _images_for(spec: MatrixSpec, cells: list[Cell], store: ResultStore,
@@ -166,7 +257,7 @@ def _images_for(spec: MatrixSpec, cells: list[Cell], store: ResultStore,
     return runnable, built.refs
 
 
-def _prices(spec: MatrixSpec, plan: Plan, console: Console) -> dict[str, Price]:
+def priced(spec: MatrixSpec, plan: Plan, console: Console) -> dict[str, Price]:
     """The price of each EC2 hardware entry that has cells to run, printed with its date."""
     if not any(cell.hardware.kind == "ec2" for cell in plan.to_run):
         return {}
@@ -186,12 +277,15 @@ def _check_budget(spec: MatrixSpec, plan: Plan, prices: dict[str, Price],
         return
     cost = plan_cost_usd(plan, prices)
     if cost > spec.budget_usd and not allow_over:
-        raise BudgetError(f"the plan costs up to ${cost:.2f} (each cell's estimate, or its "
-                          "timeout where it has none, x its price), "
-                          f"over budget_usd {spec.budget_usd:g} by ${cost - spec.budget_usd:.2f}:"
-                          " raise budget_usd, run fewer cells (--only), or pass "
-                          "--allow-over-budget")
+        raise BudgetError(f"{over_budget(spec.budget_usd, cost)}: raise budget_usd, run fewer "
+                          "cells (--only), or pass --allow-over-budget")
     console.print(f"estimated cost: up to ${cost:.2f} of budget_usd {spec.budget_usd:g}")
+
+
+def over_budget(budget_usd: float, cost: float) -> str:
+    return (f"the plan costs up to ${cost:.2f} (each cell's estimate, or its timeout where it "
+            "has none, x its price), over budget_usd "
+            f"{budget_usd:g} by ${cost - budget_usd:.2f}")
 
 
 def _upload(run_dir: Path, uri: str, region: str, console: Console) -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.request
@@ -20,6 +22,16 @@ import pytest
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"
+
+# Ray's token authentication: one token for the test cluster, its nodes and every client.
+# Ray reads these when it is first imported, which any test may do first: set at once.
+_RAY_TOKEN = Path(tempfile.mkdtemp(prefix="matrix-bench-ray-")) / "auth_token"
+_RAY_TOKEN.write_text(secrets.token_hex(32))
+os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(_RAY_TOKEN),
+                  RAY_USAGE_STATS_ENABLED="0")
+# What the test cluster's processes (a head driver job's boto3) sign moto's requests with.
+FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def write(path: Path, text: str) -> Path:
@@ -57,35 +69,50 @@ def cell_records(run_dir: Path) -> list[dict]:
     return [r for r in journal(run_dir) if r["record"] == "cell"]
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @dataclass(frozen=True)
 class RayCluster:
     address: str
+    dashboard_url: str  # where Ray jobs are submitted (the head driver of EC2 sweeps)
     node_of_hw: dict[str, str]  # hardware name -> Ray node id offering it
 
 
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
-    """A real Ray cluster on loopback: the head offers hw:node-a, a second node hw:node-b.
+def ray_cluster() -> Iterator[RayCluster]:
+    """A real Ray cluster on loopback: the head offers hw:node-a, a second node hw:node-b,
+    and the head's dashboard takes Ray jobs.
 
     Separate raylet processes, so placement and node loss are real; `Cluster` stops only
-    its own nodes, never another Ray on the machine.
+    its own nodes, never another Ray on the machine. Its processes sign AWS requests with
+    fake keys, for moto; no other test sees them.
     """
-    # Ray's token authentication: one token for the head, the nodes and every client.
-    # Ray reads these when it is imported, so they are set first.
-    token = tmp_path_factory.mktemp("ray") / "auth_token"
-    token.write_text(secrets.token_hex(32))
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token),
-                      RAY_USAGE_STATS_ENABLED="0")
     from ray.cluster_utils import Cluster
     node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-        **node_args, "resources": {"hw:node-a": 1}, "include_dashboard": False})
+    port = free_port()
+    saved = {name: os.environ.get(name) for name in FAKE_AWS_ENV}
+    os.environ.update(FAKE_AWS_ENV)
     try:
+        cluster = Cluster(initialize_head=True, connect=False, head_node_args={
+            **node_args, "resources": {"hw:node-a": 1}, "include_dashboard": True,
+            "dashboard_host": "127.0.0.1", "dashboard_port": port})
         cluster.add_node(**node_args, resources={"hw:node-b": 1})
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    try:
         cluster.wait_for_nodes()
         nodes = {"node-a": cluster.head_node.node_id,
                  "node-b": next(n.node_id for n in cluster.worker_nodes)}
-        yield RayCluster(address=cluster.address, node_of_hw=nodes)
+        yield RayCluster(address=cluster.address, dashboard_url=f"http://127.0.0.1:{port}",
+                         node_of_hw=nodes)
     finally:
         cluster.shutdown()
 
@@ -123,9 +150,7 @@ def image_env(tmp_path_factory: pytest.TempPathFactory) -> ImageEnv:
 def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """moto in server mode on a loopback port: a real HTTP endpoint that boto3 in this
     process and in subprocesses reaches through AWS_ENDPOINT_URL, with fake keys."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -136,9 +161,34 @@ def moto_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         except OSError:
             time.sleep(0.1)
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
+    for name, value in FAKE_AWS_ENV.items():
         monkeypatch.setenv(name, value)
     yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory) -> str:
+    """Debian's docker-registry on a loopback port (the engine trusts 127.0.0.0/8)."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry is missing (apt-get install docker-registry)")
+    root = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = write(root / "config.yml", f"""
+        version: 0.1
+        storage: {{filesystem: {{rootdirectory: {root / "data"}}}}}
+        http: {{addr: "127.0.0.1:{port}"}}
+        """)
+    process = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
     process.terminate()
     process.wait(timeout=10)

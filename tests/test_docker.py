@@ -147,34 +147,6 @@ def test_a_value_with_shell_metacharacters_reaches_the_worker_as_data(sleep_run)
     assert f"message: {METACHARACTERS}" in log
 
 
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory) -> str:
-    """Debian's docker-registry on a loopback port (the engine trusts 127.0.0.0/8)."""
-    binary = shutil.which("docker-registry")
-    if binary is None:
-        pytest.fail("docker-registry is missing (apt-get install docker-registry)")
-    root = tmp_path_factory.mktemp("registry")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = write(root / "config.yml", f"""
-        version: 0.1
-        storage: {{filesystem: {{rootdirectory: {root / "data"}}}}}
-        http: {{addr: "127.0.0.1:{port}"}}
-        """)
-    process = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=10)
-
-
 def test_push_records_the_digest_and_a_pull_by_digest_gives_the_same_image(
         stacks_run, registry):
     client = docker_client()

@@ -41,6 +41,15 @@ def hardware_prices(spec: MatrixSpec, book: PriceBook | None = None,
     return prices
 
 
+def head_price(spec: MatrixSpec, book: PriceBook | None = None) -> Price | None:
+    """The head node's on-demand price: it bills for the whole sweep."""
+    if spec.aws is None:
+        return None
+    book = book or PriceBook()
+    return book.price(spec.aws.head_instance_type, spec.aws.region, False,
+                      _clients(spec.aws.region))
+
+
 def _clients(region: str) -> tuple[Any, Any] | None:
     """(pricing, ec2) clients where boto3 and credentials exist; never reads the keys out."""
     try:

@@ -1,0 +1,112 @@
+"""The sweep's driver on the cluster's head, run as a Ray job: `python -m
+orchestrator.cloud.head_driver driver_input.json` (Contracts: EC2 model).
+
+It dispatches the EC2 cells over the cluster, keeps the spend within the budget, and prints
+each cell's records to the job's log as one numbered line; the user's `matrix run` follows
+that log (cloud/follower.py) and merges the lines into its journal. Living on the head, it
+goes on if the user's machine goes away, and then tears the cluster down itself once its
+follower has had `follower_grace_s` to collect the last lines.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.budget import BudgetGuard
+from orchestrator.dispatch import NODE_WAIT_GRACE_S, RayDispatcher
+from orchestrator.executors.outcome import ToolInfo
+from orchestrator.images import ImageRef
+from orchestrator.matrix import Cell
+from orchestrator.records import Record
+
+RECORDS_LINE = "matrix-bench-records "  # then {"seq": n, "cell_id": ..., "records": [...]}
+DONE_LINE = "matrix-bench-done"
+
+
+class DriverInput(BaseModel):
+    """Everything the head needs, written by the follower beside the job's code."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str  # the run tag of the cluster's instances
+    region: str
+    run_root: str  # on every node; may start with ~
+    cells: list[Cell]
+    images: dict[str, ImageRef]
+    tool: ToolInfo
+    budget_usd: float | None = None
+    usd_per_hour: dict[str, float] = {}  # hardware name -> price of its node
+    head_usd_per_hour: float = 0.0
+    estimate_s: dict[str, float] = {}  # cell id -> estimated seconds
+    follower_grace_s: float = 600.0
+    node_wait_grace_s: float = NODE_WAIT_GRACE_S
+
+
+def records_line(seq: int, cell_id: str, records: list[Record]) -> str:
+    batch = {"seq": seq, "cell_id": cell_id,
+             "records": [r.model_dump(mode="json", exclude_none=True) for r in records]}
+    return RECORDS_LINE + json.dumps(batch, separators=(",", ":"))
+
+
+def drive(spec: DriverInput) -> None:
+    """Run the cells on this cluster, printing each cell's records as it ends."""
+    guard = None
+    if spec.budget_usd is not None:
+        guard = BudgetGuard(spec.budget_usd, spec.usd_per_hour, spec.estimate_s,
+                            fixed_usd_per_hour=spec.head_usd_per_hour)
+    dispatcher = RayDispatcher(Path(spec.run_root).expanduser(), spec.tool, [], address="auto",
+                               node_wait_grace_s=spec.node_wait_grace_s)
+    try:
+        for seq, (cell, records) in enumerate(dispatcher.run(spec.cells, spec.images, guard)):
+            print(records_line(seq, cell.cell_id, records), flush=True)
+    finally:
+        dispatcher.close()
+    print(DONE_LINE, flush=True)
+
+
+def tear_down_own_cluster(spec: DriverInput) -> None:
+    """Terminate every instance of the run, the head included: the follower did not."""
+    import boto3
+
+    from orchestrator.cloud.cleanup import remove_run
+
+    for action in remove_run(boto3.client("ec2", region_name=spec.region), spec.run_id):
+        print(f"head driver: {action}", flush=True)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # stopping the job (the follower did) unwinds the cells
+
+
+def main(argv: list[str]) -> int:
+    spec = DriverInput.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    signal.signal(signal.SIGTERM, _stop)
+    failed = False
+    try:
+        drive(spec)
+    except KeyboardInterrupt:
+        return 130  # stopped by the follower, which tears the cluster down
+    except Exception:  # a bug: shown in the job's log, and the cluster still goes
+        traceback.print_exc()
+        failed = True
+    try:
+        # The follower tears the cluster down as soon as it has the last line (and stops
+        # this job); if it is gone, the cluster must not outlive the sweep.
+        time.sleep(spec.follower_grace_s)
+    except KeyboardInterrupt:
+        return 130
+    print(f"head driver: no follower took the results within {spec.follower_grace_s:g} s; "
+          "tearing the cluster down", flush=True)
+    tear_down_own_cluster(spec)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
