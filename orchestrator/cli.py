@@ -178,7 +178,9 @@ def cleanup(
 
 @app.command()
 def validate(matrix_file: MatrixFile) -> None:
-    """Check a matrix file; errors name the file, line and field."""
+    """Check a matrix file; errors name the file, line and field. Notes what its images
+    still need before they can build (a lock file)."""
+    from orchestrator.images import image_problems
     from orchestrator.matrix import expand
     from orchestrator.spec import load_spec
 
@@ -186,6 +188,8 @@ def validate(matrix_file: MatrixFile) -> None:
     cells = expand(spec)
     configs = len({c.config_id for c in cells})
     typer.echo(f"{matrix_file}: ok ({configs} configurations, {len(cells)} cells)")
+    for problem in image_problems(spec):
+        typer.echo(f"note: {problem}")
 
 
 @app.command()
