@@ -15,7 +15,7 @@ from orchestrator.cloud.ray_cluster import (
     validated,
 )
 from orchestrator.spec import load_spec
-from tests.conftest import run_cli, write
+from tests.conftest import PROJECT, run_cli, write
 
 SWEEP = """
 name: p3-vs-c5
@@ -110,3 +110,26 @@ def test_the_default_ami_is_the_ssm_parameters_value():
             "Name": DLAMI_PARAMETER, "Type": "String", "Value": "ami-0abc", "Version": 7}},
             {"Name": DLAMI_PARAMETER})
         assert default_ami(ssm) == "ami-0abc"
+
+
+EXAMPLES = [path for path in sorted((PROJECT / "matrix").glob("*.yaml"))
+            if "kind: ec2" in path.read_text()]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)
+def test_every_example_ec2_matrix_renders_a_config_ray_accepts(example):
+    spec = load_spec(example)
+    config = validated(cluster_config(spec, run_id="r1", ami="ami-0123456789abcdef0",
+                                      key_name="k1", ssh_private_key="~/.ssh/k1.pem",
+                                      ssh_cidr="203.0.113.7/32", setup_commands=node_setup()))
+    assert config["provider"]["cache_stopped_nodes"] is False
+    ec2 = [h for h in spec.hardware if h.kind == "ec2"]
+    assert len(config["available_node_types"]) == len(ec2) + 1  # and the head
+
+
+def test_the_seed_instance_sets_are_shipped():
+    assert {path.name for path in EXAMPLES} >= {"aws_p3.yaml", "aws_modern.yaml"}
+    p3 = load_spec(PROJECT / "matrix" / "aws_p3.yaml")
+    assert {(h.instance_type, h.gpus) for h in p3.hardware} == {
+        ("c5.xlarge", 0), ("c5.18xlarge", 0), ("p3.8xlarge", 1), ("p3.8xlarge", 4),
+        ("p3.16xlarge", 8)}  # seed 002's
