@@ -38,10 +38,34 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = ()) -> str
     ok = df[(df["status"] == "ok") & df["epoch"].notna()] if "epoch" in df else df.iloc[0:0]
     for workload in sorted(ok["workload"].unique()) if len(ok) else []:
         lines += _workload_section(ok[ok["workload"] == workload], workload)
+    lines += _cost_section(df)
     lines += _problems_section(df)
     lines += _skipped_section(skipped)
     lines += _environment_section(df)
     return "\n".join(lines) + "\n"
+
+
+def _cost_section(df: pd.DataFrame) -> list[str]:
+    """What the priced cells cost, per hardware and in all, with each price's source."""
+    if "cell_cost_usd" not in df.columns:
+        return []
+    cells = df.drop_duplicates("cell_id")
+    cells = cells[cells["cell_cost_usd"].notna()]
+    if not len(cells):
+        return []
+    lines = ["## Cost", "",
+             "| hardware | instance type | $/hour | price | cells | cell hours | $ |",
+             "|---|---|---:|---|---:|---:|---:|"]
+    for hardware, group in cells.groupby("hardware", sort=True):
+        first = group.iloc[0]
+        lines.append(f"| {hardware} | {first.get('instance_type', '')} | "
+                     f"{first['price_per_hour_usd']:g} | {first.get('price_source', '')} | "
+                     f"{len(group)} | {group['wall_s'].sum() / 3600:.3f} | "
+                     f"{group['cell_cost_usd'].sum():.2f} |")
+    total = float(cells["cell_cost_usd"].sum())
+    lines += ["", f"Total: ${total:.2f} for the cells' own time. Nodes also bill while they "
+                  "boot and idle, and a launched cluster's head for the whole sweep.", ""]
+    return lines
 
 
 def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:

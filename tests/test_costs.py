@@ -53,3 +53,7 @@ def test_every_row_carries_its_price_and_its_cost(ray_cluster, tmp_path):
     assert rows.cell_cost_usd.tolist() == pytest.approx((rows.wall_s * price / 3600).tolist())
     assert rows.usd_per_million_items.tolist() == pytest.approx(
         (price / 3600 / rows.items_per_s * 1e6).tolist())
+    report = (run_dir / "report.md").read_text()
+    total = rows.drop_duplicates("cell_id").cell_cost_usd.sum()
+    assert "## Cost" in report and f"Total: ${total:.2f} for the cells' own time" in report
+    assert f"| node-a | c5.xlarge | {price:g} | shipped-table {SHIPPED_AS_OF} | 2 |" in report

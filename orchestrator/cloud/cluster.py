@@ -57,7 +57,11 @@ class Clients:
 
     @classmethod
     def for_region(cls, region: str) -> Clients:
-        import boto3
+        try:
+            import boto3
+        except ImportError:
+            raise AwsError("EC2 hardware needs the cloud extra: pip install "
+                           "'matrix-bench[cloud]' (boto3 and Ray's job client)") from None
 
         return cls(*(boto3.client(name, region_name=region)
                      for name in ("ec2", "ssm", "service-quotas")))
