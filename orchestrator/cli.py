@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.compare import RULE as COMPARE_RULE
 from orchestrator.errors import MatrixError
 
 app = typer.Typer(
@@ -242,6 +243,29 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) ->
     store = open_existing(run_dir)
     write_report(store, store.write_parquet())
     typer.echo(f"results: {store.parquet}\nreport:  {store.report}")
+
+
+@app.command(help=f"""Compare two runs configuration by configuration: did NEW get slower
+or faster than BASE? {COMPARE_RULE} Exit code 1 when any regression is marked, else 0.""")
+def compare(
+    base: Annotated[str, typer.Argument(help="The base run: a run directory or s3://...",
+                                        show_default=False)],
+    new: Annotated[str, typer.Argument(help="The new run: a run directory or s3://...",
+                                       show_default=False)],
+    threshold: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="The smallest change that counts (0.05: 5%).")] = 0.05,
+    region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
+) -> None:
+    from orchestrator.compare import compare_runs
+    from orchestrator.compare_view import show_comparison
+    from orchestrator.runs import local_run
+
+    base_frame = local_run(base, region).frame()
+    new_frame = local_run(new, region).frame()
+    found = compare_runs(base_frame, new_frame, threshold)
+    regressions = show_comparison(found, base_frame, new_frame, threshold, _console())
+    if regressions:
+        raise typer.Exit(1)
 
 
 def main() -> None:
