@@ -10,39 +10,112 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.records import Flag
+from orchestrator.analysis import NOISY_SPREAD, best_choices, config_summary, with_scaling
+from orchestrator.markdown import (
+    fmt,
+    fmt_metric,
+    fmt_mib,
+    fmt_ms,
+    fmt_pct,
+    fmt_rate,
+    fmt_ratio,
+    fmt_tflops,
+    fmt_usd,
+    present,
+    table,
+)
+from orchestrator.plots import labels, save, workload_figures
 from orchestrator.registry import load_workload
-from orchestrator.results import ResultStore, atomic_write
+from orchestrator.results import atomic_write
+from orchestrator.seed_tables import seed_views
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from orchestrator.plan import Skipped
 
-NOISY_SPREAD = 0.10  # (max - min) / median of a configuration's throughput samples
-MIB = 1024 * 1024
 
 
-def write_report(store: ResultStore, df: pd.DataFrame, skipped: Sequence[Skipped] = ()) -> str:
-    text = render(df, store.root.name, skipped)
-    atomic_write(store.report, text.encode())
-    return text
+def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (),
+                 title: str | None = None, now: datetime | None = None) -> Path:
+    """report.md and its figures (plots/*.png) in `out_dir`; returns the report's path."""
+    figures: dict[str, list[tuple[str, str]]] = {}
+    for workload, summary, unit in workload_summaries(df):
+        for kind, figure in workload_figures(summary, workload, unit).items():
+            relative = f"plots/{workload}-{kind}.png"
+            save(figure, out_dir / relative)
+            figures.setdefault(workload, []).append((figure.axes[0].get_title(), relative))
+    text = render(df, title or out_dir.name, skipped, figures, now)
+    path = out_dir / "report.md"
+    atomic_write(path, text.encode())
+    return path
 
 
-def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = ()) -> str:
-    lines = [f"# {title}", "",
-             f"Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')} from "
-             f"{df['cell_id'].nunique() if len(df) else 0} cells.", ""]
+def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
+    """(workload, its configuration summary with scaling, its item unit), per workload
+    with cells that ended ok."""
     ok = df[(df["status"] == "ok") & df["epoch"].notna()] if "epoch" in df else df.iloc[0:0]
+    found = []
     for workload in sorted(ok["workload"].unique()) if len(ok) else []:
-        lines += _workload_section(ok[ok["workload"] == workload], workload)
+        info = load_workload(workload)
+        rows = ok[ok["workload"] == workload].dropna(axis=1, how="all")  # others' parameters
+        repeated = {f"train_{info.item_unit}s_per_s", f"eval_{info.item_unit}s_per_s"}
+        metrics = [m for m in info.metrics if m in rows and m not in repeated]
+        found.append((workload, with_scaling(config_summary(rows, metrics)), info.item_unit))
+    return found
+
+
+def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
+           figures: dict[str, list[tuple[str, str]]] | None = None,
+           now: datetime | None = None) -> str:
+    runs = df["run_dir"].nunique() if "run_dir" in df and len(df) else 1
+    when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# {title}", "",
+             f"Generated {when} from {df['cell_id'].nunique() if len(df) else 0} cells"
+             + (f" of {runs} runs" if runs > 1 else "") + ".", ""]
+    summaries = workload_summaries(df)
+    lines += _choices_section(summaries)
+    for workload, summary, unit in summaries:
+        lines += _workload_section(summary, workload, unit, (figures or {}).get(workload, []))
+    lines += _implausible_section(df)
     lines += _cost_section(df)
     lines += _problems_section(df)
     lines += _skipped_section(skipped)
     lines += _environment_section(df)
     return "\n".join(lines) + "\n"
+
+
+def _choices_section(summaries: list[tuple[str, pd.DataFrame, str]]) -> list[str]:
+    """Per workload: which configuration answers each question, and by what figure."""
+    rows = []
+    for workload, summary, unit in summaries:
+        names = dict(zip(summary["config_id"], labels(summary), strict=True))
+        rows += [[workload, choice.question, names[choice.config_id], choice.value]
+                 for choice in best_choices(summary, unit)]
+    if not rows:
+        return []
+    return ["## Best choices", "", "Implausible configurations are left out; cost questions "
+            "need prices (EC2 hardware).", "",
+            *table(["workload", "question", "configuration", "figure"], rows), ""]
+
+
+def _implausible_section(df: pd.DataFrame) -> list[str]:
+    if "flags" not in df or not len(df):
+        return []
+    cells = df.drop_duplicates("cell_id")
+    flagged = cells[cells["flags"].fillna("").str.contains("implausible")]
+    if not len(flagged):
+        return []
+    rows = [[row["workload"], f"{row['hardware']}/{row['stack']}", f"#{row['repeat']}",
+             str(row.get("error") or "").replace("|", "\\|")]
+            for _, row in flagged.iterrows()]
+    return [f"## Implausible figures ({len(flagged)})", "",
+            "Shown in the tables with the flag, never chosen as best: a figure beyond what "
+            "the hardware can do (its peak, or physics) is a measurement error until "
+            "explained.", "", *table(["workload", "where", "repeat", "why"], rows), ""]
 
 
 def _cost_section(df: pd.DataFrame) -> list[str]:
@@ -53,71 +126,24 @@ def _cost_section(df: pd.DataFrame) -> list[str]:
     cells = cells[cells["cell_cost_usd"].notna()]
     if not len(cells):
         return []
-    lines = ["## Cost", "",
-             "| hardware | instance type | $/hour | price | cells | cell hours | $ |",
-             "|---|---|---:|---|---:|---:|---:|"]
+    rows = []
     for hardware, group in cells.groupby("hardware", sort=True):
         first = group.iloc[0]
-        lines.append(f"| {hardware} | {first.get('instance_type', '')} | "
-                     f"{first['price_per_hour_usd']:g} | {first.get('price_source', '')} | "
-                     f"{len(group)} | {group['wall_s'].sum() / 3600:.3f} | "
-                     f"{group['cell_cost_usd'].sum():.2f} |")
+        rows.append([hardware, first.get("instance_type", ""), f"{first['price_per_hour_usd']:g}",
+                     first.get("price_source", ""), len(group),
+                     f"{group['wall_s'].sum() / 3600:.3f}", f"{group['cell_cost_usd'].sum():.2f}"])
     total = float(cells["cell_cost_usd"].sum())
+    lines = ["## Cost", "", *table(["hardware", "instance type", "$/hour", "price", "cells",
+                                    "cell hours", "$"], rows)]
     lines += ["", f"Total: ${total:.2f} for the cells' own time. Nodes also bill while they "
                   "boot and idle, and a launched cluster's head for the whole sweep.", ""]
     return lines
 
 
-def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:
-    """One row per config_id: medians and spread over its samples, its flags, and the
-    medians of the workload's own `metrics`."""
-    import pandas as pd
-
-    summaries = []
-    for config_id, group in rows.groupby("config_id", sort=False):
-        throughput = group["items_per_s"]
-        median = float(throughput.median())
-        spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
-        flags = set(filter(None, ",".join(group["flags"].fillna("")).split(",")))
-        if spread > NOISY_SPREAD and len(group) > 1:
-            flags.add(Flag.NOISY.value)
-        summary = {
-            "config_id": config_id,
-            "hardware": group["hardware"].iloc[0],
-            "stack": group["stack"].iloc[0],
-            "repeats": group["cell_id"].nunique(),
-            "samples": len(group),
-            "train_s": float(group["train_s"].median()),
-            "step_s": _median(group, "step_s_median"),
-            "items_per_s": median,
-            "spread": spread,
-            "eval_items_per_s": _median(group, "eval_items_per_s"),
-            "mem_bytes": _median(group, "mem_alloc_peak_bytes"),
-            "rss_bytes": _median(group, "host_rss_peak_bytes"),
-            "peak_fraction": _median(group, "peak_fraction"),
-            "flags": ",".join(sorted(flags)),
-        }
-        for column in (c for c in group.columns if c.startswith("param.")):
-            summary[column] = group[column].iloc[0]
-        for metric in metrics:
-            summary[f"metric.{metric}"] = _median(group, metric)
-        summaries.append(summary)
-    return pd.DataFrame(summaries)
-
-
-def _median(group: pd.DataFrame, column: str) -> float | None:
-    if column not in group or group[column].isna().all():
-        return None
-    return float(group[column].median())
-
-
-def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
+def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
+                      figures: list[tuple[str, str]]) -> list[str]:
     info = load_workload(workload)
-    unit = info.item_unit
-    rows = rows.dropna(axis=1, how="all")  # other workloads' parameters
-    repeated = {f"train_{unit}s_per_s", f"eval_{unit}s_per_s"}  # the items_per_s columns
-    metrics = [m for m in info.metrics if m in rows and m not in repeated]
-    summary = config_summary(rows, metrics)
+    metrics = [c.removeprefix("metric.") for c in summary.columns if c.startswith("metric.")]
     varying = [c for c in summary.columns if c.startswith("param.")
                and summary[c].astype(str).nunique() > 1]
     summary = summary.sort_values(["hardware", "stack", *varying], kind="stable")
@@ -126,29 +152,42 @@ def _workload_section(rows: pd.DataFrame, workload: str) -> list[str]:
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
     has_peak = bool(summary["peak_fraction"].notna().any())
+    has_gpus = bool((summary["devices"] > 0).any())
+    has_scaling = bool(summary["speedup_ratio"].notna().any())
+    has_cost = bool(summary["usd_per_million_items"].notna().any())
+    headers[2:2] = ["GPUs"] * has_gpus
     headers += [f"eval {unit}s/s"] * has_eval + metrics + ["GPU mem MiB"] * has_gpu_mem
-    headers += ["host RSS MiB", *(["% of peak"] * has_peak), "flags"]
-    table = []
+    headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak)]
+    headers += ["speedup", "efficiency"] * has_scaling
+    headers += ["$/epoch", f"$/M {unit}s"] * has_cost + ["flags"]
+    body = []
     for _, row in summary.iterrows():
-        cells = [row["hardware"], row["stack"], *(_fmt(row[c]) for c in varying),
+        cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_gpus),
+                 *(fmt(row[c]) for c in varying),
                  f"{row['samples']} ({row['repeats']}x)", f"{row['train_s']:.3f}",
-                 _fmt_seconds(row["step_s"]), f"{row['items_per_s']:,.0f}",
+                 fmt_ms(row["step_s"]), f"{row['items_per_s']:,.0f}",
                  f"{row['spread']:.1%}"]
-        cells += [_fmt_rate(row["eval_items_per_s"])] * has_eval
-        cells += [_fmt_metric(row[f"metric.{m}"]) for m in metrics]
-        cells += [_fmt_mib(row["mem_bytes"])] * has_gpu_mem
-        cells += [_fmt_mib(row["rss_bytes"])]
-        cells += [_fmt_pct(row["peak_fraction"])] * has_peak
+        cells += [fmt_rate(row["eval_items_per_s"])] * has_eval
+        cells += [fmt_metric(row[f"metric.{m}"]) for m in metrics]
+        cells += [fmt_mib(row["mem_bytes"])] * has_gpu_mem
+        cells += [fmt_mib(row["rss_bytes"])]
+        cells += [fmt_tflops(row["achieved_flops"]), fmt_pct(row["peak_fraction"])] * has_peak
+        cells += [fmt_ratio(row["speedup_ratio"]), fmt_pct(row["parallel_efficiency_fraction"])
+                  ] * has_scaling
+        cells += [fmt_usd(row["epoch_cost_usd"]), fmt_usd(row["usd_per_million_items"])
+                  ] * has_cost
         cells += [row["flags"] or ""]
-        table.append(cells)
-    fixed = {c.removeprefix("param."): rows[c].iloc[0] for c in rows.columns
+        body.append(cells)
+    fixed = {c.removeprefix("param."): summary[c].iloc[0] for c in summary.columns
              if c.startswith("param.") and c not in varying}
-    settings = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(fixed.items()))
+    settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
+    plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
     return [f"## {workload}", "", f"{info.description}", "",
             f"Medians over each configuration's timed epochs (n = samples, repeats); spread = "
             f"(max - min) / median of train {unit}s/s, noisy above {NOISY_SPREAD:.0%}. "
-            f"Warm-up steps excluded.", "", f"Fixed settings: {settings}.", "",
-            *_table(headers, table), ""]
+            f"Warm-up steps excluded.", "",
+            *([f"Fixed settings: {settings}.", ""] if settings else []),
+            *table(headers, body), "", *seed_views(workload, summary, unit), *plots]
 
 
 def _problems_section(df: pd.DataFrame) -> list[str]:
@@ -160,13 +199,13 @@ def _problems_section(df: pd.DataFrame) -> list[str]:
         return []
     rows = []
     for _, row in bad.sort_values(["workload", "hardware", "stack"]).iterrows():
-        params = " ".join(f"{c.removeprefix('param.')}={_fmt(row[c])}" for c in bad.columns
-                          if c.startswith("param.") and _present(row[c]))
+        params = " ".join(f"{c.removeprefix('param.')}={fmt(row[c])}" for c in bad.columns
+                          if c.startswith("param.") and present(row[c]))
         reason = str(row.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
         rows.append([row["workload"], f"{row['hardware']}/{row['stack']}", params,
                      f"#{row['repeat']}", row["status"], reason, f"logs/{row['cell_id']}.log"])
     return [f"## Cells that did not finish ok ({len(bad)})", "",
-            *_table(["workload", "where", "parameters", "repeat", "status", "reason", "log"],
+            *table(["workload", "where", "parameters", "repeat", "status", "reason", "log"],
                     rows), ""]
 
 
@@ -177,55 +216,16 @@ def _skipped_section(skipped: Iterable[Skipped]) -> list[str]:
     if not counts:
         return []
     rows = [[reason, str(n)] for reason, n in sorted(counts.items())]
-    return ["## Skipped in the last sweep", "", *_table(["reason", "cells"], rows), ""]
+    return ["## Skipped in the last sweep", "", *table(["reason", "cells"], rows), ""]
 
 
 def _environment_section(df: pd.DataFrame) -> list[str]:
-    columns = ["hardware", "hostname", "cpu_model", "cpu_count", "gpu_model", "gpu_count",
-               "driver", "python", "framework", "framework_version", "cuda", "cudnn",
-               "tool_version", "git_revision"]
-    present = [c for c in columns if c in df]
-    if "hardware" not in present:
+    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "gpu_model",
+               "gpu_count", "driver", "python", "framework", "framework_version", "cuda",
+               "cudnn", "repo_digest", "image_id", "tool_version", "git_revision"]
+    shown = [c for c in columns if c in df and df[c].notna().any()]
+    if "hardware" not in shown:
         return []
-    env = df[present].drop_duplicates().fillna("")
-    rows = [[_fmt(v) for v in row] for row in env.itertuples(index=False)]
-    return ["## Environment", "", *_table(present, rows), ""]
-
-
-def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
-    def line(values: Iterable[object]) -> str:
-        return "| " + " | ".join(str(v) for v in values) + " |"
-
-    return [line(headers), line("---" for _ in headers), *(line(r) for r in rows)]
-
-
-def _present(value: object) -> bool:
-    return value is not None and value == value  # NaN is not equal to itself
-
-
-def _fmt(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _fmt_metric(value: float | None) -> str:
-    if value is None or value != value:
-        return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def _fmt_rate(value: float | None) -> str:
-    return "" if value is None or value != value else f"{value:,.0f}"
-
-
-def _fmt_mib(value: float | None) -> str:
-    return "" if value is None or value != value else f"{value / MIB:,.0f}"
-
-
-def _fmt_pct(value: float | None) -> str:
-    return "" if value is None or value != value else f"{value:.1%}"
-
-
-def _fmt_seconds(value: float | None) -> str:
-    return "" if value is None or value != value else f"{value * 1000:.1f}"
+    env = df[shown].drop_duplicates()
+    rows = [[fmt(v) if present(v) else "" for v in row] for row in env.itertuples(index=False)]
+    return ["## Environment", "", *table(shown, rows), ""]

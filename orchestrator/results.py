@@ -170,9 +170,10 @@ class ResultStore:
             measured = [m.model_dump(exclude={"record", *_IDENTITY}) for m in result.measurements]
             for measurement in measured or [{}]:
                 rows.append({**cell, **prov, **measurement})
+        from orchestrator.analysis import add_scaling_columns
         from orchestrator.cloud.costs import add_cost_columns
 
-        return add_cost_columns(pd.DataFrame(rows))
+        return add_scaling_columns(add_cost_columns(pd.DataFrame(rows)))
 
     def write_parquet(self) -> pd.DataFrame:
         import io

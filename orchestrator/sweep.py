@@ -160,7 +160,7 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
             dispatcher.close()
     if store.journal.exists():
         df = store.write_parquet()
-        write_report(store, df, plan.skipped)
+        write_report(store.root, df, plan.skipped)
         console.print(f"results: {store.parquet}\nreport:  {store.report}")
         if spec.aws is not None and spec.aws.results_uri:
             _upload(store.root, spec.aws.results_uri, spec.aws.region, console)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from orchestrator.analysis import config_summary
 from orchestrator.records import CellRecord, MeasurementRecord, ProvenanceRecord
-from orchestrator.report import config_summary, render
+from orchestrator.report import render
 from orchestrator.results import ResultStore
 
 

@@ -11,6 +11,7 @@ import sys
 import pandas as pd
 import pytest
 
+from orchestrator.analysis import SCALING_COLUMNS
 from orchestrator.cloud.costs import COST_COLUMNS
 from orchestrator.errors import RunLockedError
 from orchestrator.records import (
@@ -128,7 +129,8 @@ def test_the_schema_document_agrees_with_the_code():
     for model in (MeasurementRecord, CellRecord, ProvenanceRecord):
         fields |= set(model.model_fields)
     metrics = {m for w in available_workloads() for m in load_workload(w).metrics}
-    assert documented_columns() == fields | metrics | {"param.<name>"} | set(COST_COLUMNS)
+    derived = set(COST_COLUMNS) | set(SCALING_COLUMNS) | {"run_dir"}
+    assert documented_columns() == fields | metrics | {"param.<name>"} | derived
 
 
 def test_every_workload_metric_names_its_unit():

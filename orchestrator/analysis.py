@@ -1,0 +1,144 @@
+"""What the report derives from the rows: per-configuration medians and spread, scaling
+against one device, and the best choice per workload.
+
+It displays what rows carry (fraction of peak, flags, prices) and never recomputes them:
+a configuration's figure is the median of its rows' figures. Speedup compares throughput
+with the configuration that differs only in its device count and has one device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.records import Flag
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NOISY_SPREAD = 0.10  # (max - min) / median of a configuration's throughput samples
+SCALING_COLUMNS = ("speedup_ratio", "parallel_efficiency_fraction")
+
+
+def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per config_id: medians and spread over its samples, its flags, and the
+    medians of the workload's own `metrics`."""
+    import pandas as pd
+
+    summaries = []
+    for config_id, group in rows.groupby("config_id", sort=False):
+        throughput = group["items_per_s"]
+        median = float(throughput.median())
+        spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
+        flags = set(filter(None, ",".join(group["flags"].fillna("")).split(",")))
+        if spread > NOISY_SPREAD and len(group) > 1:
+            flags.add(Flag.NOISY.value)
+        summary = {
+            "config_id": config_id,
+            "workload": _first(group, "workload"),
+            "hardware": group["hardware"].iloc[0],
+            "stack": group["stack"].iloc[0],
+            "repeats": group["cell_id"].nunique(),
+            "samples": len(group),
+            "train_s": float(group["train_s"].median()),
+            "step_s": _median(group, "step_s_median"),
+            "items_per_s": median,
+            "spread": spread,
+            "eval_items_per_s": _median(group, "eval_items_per_s"),
+            "mem_bytes": _median(group, "mem_alloc_peak_bytes"),
+            "rss_bytes": _median(group, "host_rss_peak_bytes"),
+            "peak_fraction": _median(group, "peak_fraction"),
+            "achieved_flops": _median(group, "achieved_flops"),
+            "devices": int(_median(group, "gpu_count") or 0),
+            "gpu_model": _first(group, "gpu_model"),
+            "instance_type": _first(group, "instance_type"),
+            "price_per_hour_usd": _median(group, "price_per_hour_usd"),
+            "epoch_cost_usd": _median(group, "epoch_cost_usd"),
+            "usd_per_million_items": _median(group, "usd_per_million_items"),
+            "flags": ",".join(sorted(flags)),
+        }
+        for column in (c for c in group.columns if c.startswith("param.")):
+            summary[column] = group[column].iloc[0]
+        for metric in metrics:
+            summary[f"metric.{metric}"] = _median(group, metric)
+        summaries.append(summary)
+    return pd.DataFrame(summaries)
+
+
+def _median(group: pd.DataFrame, column: str) -> float | None:
+    if column not in group or group[column].isna().all():
+        return None
+    return float(group[column].median())
+
+
+
+
+def _first(group: pd.DataFrame, column: str) -> str | None:
+    if column not in group:
+        return None
+    values = group[column].dropna()
+    return str(values.iloc[0]) if len(values) else None
+
+
+def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
+    """`speedup_ratio` and `parallel_efficiency_fraction` for configurations whose one-device
+    twin (same workload, stack, GPU model, instance type and settings) is in the summary."""
+    summary = summary.copy()
+    for column in SCALING_COLUMNS:
+        summary[column] = float("nan")
+    if "workload" not in summary or not len(summary):
+        return summary
+    keys = ["workload", "stack", "gpu_model", "instance_type",
+            *(c for c in summary.columns if c.startswith("param."))]
+    for _, members in summary.groupby(keys, sort=False, dropna=False):
+        single = members[members["devices"] == 1]
+        if single.empty or members["devices"].nunique() < 2:
+            continue
+        base = float(single["items_per_s"].iloc[0])
+        speedup = members["items_per_s"] / base
+        summary.loc[members.index, "speedup_ratio"] = speedup
+        summary.loc[members.index, "parallel_efficiency_fraction"] = \
+            speedup / members["devices"].clip(lower=1)
+    return summary
+
+
+def add_scaling_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their configuration's speedup and parallel efficiency (NaN where no
+    one-device twin ran)."""
+    df = df.drop(columns=[c for c in SCALING_COLUMNS if c in df.columns])
+    ok = df[(df["status"] == "ok") & df["items_per_s"].notna()] if "items_per_s" in df else df
+    if not len(ok):
+        for column in SCALING_COLUMNS:
+            df[column] = float("nan")
+        return df
+    summary = with_scaling(config_summary(ok))
+    mapping = summary.set_index("config_id")[list(SCALING_COLUMNS)]
+    return df.join(mapping, on="config_id")
+
+
+@dataclass(frozen=True)
+class Choice:
+    question: str  # "fastest", ...
+    config_id: str
+    value: str  # the figure that makes it the answer, with its unit
+
+
+def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
+    """Per workload: the fastest configuration, the cheapest per million items and the
+    cheapest per epoch (where prices exist). Implausible rows never win."""
+    candidates = summary[~summary["flags"].str.contains(Flag.IMPLAUSIBLE.value, na=False)]
+    if candidates.empty:
+        return []
+    fastest = candidates.loc[candidates["items_per_s"].idxmax()]
+    choices = [Choice("fastest", fastest["config_id"],
+                      f"{fastest['items_per_s']:,.0f} {unit}s/s")]
+    priced = candidates[candidates["usd_per_million_items"].notna()]
+    if not priced.empty:
+        cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]
+        choices.append(Choice(f"cheapest per million {unit}s", cheapest["config_id"],
+                              f"${cheapest['usd_per_million_items']:.4g} per million"))
+        per_epoch = priced.loc[priced["epoch_cost_usd"].idxmin()]
+        choices.append(Choice("cheapest epoch", per_epoch["config_id"],
+                              f"${per_epoch['epoch_cost_usd']:.4g} per epoch"))
+    return choices

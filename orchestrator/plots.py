@@ -1,0 +1,135 @@
+"""The report's figures (matplotlib, Agg, PNG at 800 x 450 px), one set per workload.
+
+Each function returns a Figure or None when its data is absent, so a test can read the
+plotted values back from the figure's artists before it is saved.
+- time per epoch per hardware, one bar per batch size (seed 002's figures);
+- memory per configuration (GPU peak allocated where measured, else host RSS);
+- speedup against GPUs, with the ideal line;
+- throughput against cost per million items.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.markdown import MIB, fmt
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+SIZE_IN = (8.0, 4.5)
+DPI = 100  # 800 x 450 px
+
+
+def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    axes = figure.subplots()
+    axes.set_title(title)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.grid(axis="y", alpha=0.3)
+    return figure, axes
+
+
+def labels(summary: pd.DataFrame) -> list[str]:
+    """A short name per configuration: hardware, stack if several, varying settings."""
+    varying = [c for c in summary.columns if c.startswith("param.")
+               and summary[c].astype(str).nunique() > 1]
+    several = summary["stack"].nunique() > 1
+    names = []
+    for _, row in summary.iterrows():
+        parts = [str(row["hardware"]), *([str(row["stack"])] if several else [])]
+        parts += [f"{c.removeprefix('param.')}={fmt(row[c])}" for c in varying]
+        names.append(" ".join(parts))
+    return names
+
+
+def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
+    import numpy as np
+
+    if summary.empty:
+        return None
+    figure, axes = _figure(f"{workload}: time per epoch", "hardware", "seconds per epoch")
+    machines = sorted(summary["hardware"].unique())
+    x = np.arange(len(machines))
+    batches = sorted(summary["param.batch_size"].unique()) \
+        if "param.batch_size" in summary else [None]
+    width = 0.8 / len(batches)
+    for i, batch in enumerate(batches):
+        rows = summary if batch is None else summary[summary["param.batch_size"] == batch]
+        heights = [float(rows[rows["hardware"] == m]["train_s"].median())
+                   if (rows["hardware"] == m).any() else 0.0 for m in machines]
+        axes.bar(x + i * width - 0.4 + width / 2, heights, width,
+                 label=None if batch is None else f"batch {fmt(batch)}")
+    axes.set_xticks(x, machines, rotation=20, ha="right")
+    if batches != [None]:
+        axes.legend(title="median over configurations")
+    return figure
+
+
+def memory(summary: pd.DataFrame, workload: str) -> Figure | None:
+    gpu = summary["mem_bytes"].notna().any()
+    column = "mem_bytes" if gpu else "rss_bytes"
+    if summary.empty or summary[column].isna().all():
+        return None
+    what = "GPU memory allocated, peak" if gpu else "host RSS, peak"
+    figure, axes = _figure(f"{workload}: memory per configuration", "configuration",
+                           f"{what} (MiB)")
+    names = labels(summary)
+    axes.bar(range(len(names)), (summary[column] / MIB).fillna(0).to_list())
+    axes.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
+    return figure
+
+
+def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
+    scaled = summary[summary["speedup_ratio"].notna()] if "speedup_ratio" in summary else None
+    if scaled is None or scaled.empty:
+        return None
+    figure, axes = _figure(f"{workload}: scaling with GPUs", "GPUs", "speedup (x one GPU)")
+    most = int(scaled["devices"].max())
+    axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
+    params = [c for c in scaled.columns if c.startswith("param.")]
+    keys = ["stack", "gpu_model", "instance_type", *params]  # as analysis.with_scaling
+    for _, group in scaled.groupby(keys, sort=True, dropna=False):
+        group = group.sort_values("devices")
+        first = group.iloc[0]
+        label = " ".join([str(first["instance_type"] or first["gpu_model"]),
+                          *(f"{c.removeprefix('param.')}={first[c]}" for c in params)])
+        axes.plot(group["devices"], group["speedup_ratio"], marker="o", label=label)
+    axes.legend()
+    return figure
+
+
+def cost(summary: pd.DataFrame, workload: str, unit: str) -> Figure | None:
+    priced = summary[summary["usd_per_million_items"].notna()] \
+        if "usd_per_million_items" in summary else None
+    if priced is None or priced.empty:
+        return None
+    figure, axes = _figure(f"{workload}: throughput against cost",
+                           f"$ per million {unit}s", f"{unit}s per second")
+    implausible = priced["flags"].str.contains("implausible", na=False)
+    axes.scatter(priced["usd_per_million_items"], priced["items_per_s"],
+                 c=["red" if bad else "tab:blue" for bad in implausible])
+    for name, x, y, bad in zip(labels(priced), priced["usd_per_million_items"],
+                               priced["items_per_s"], implausible, strict=True):
+        axes.annotate(name + (" (implausible)" if bad else ""), (x, y), fontsize=7,
+                      xytext=(3, 3), textcoords="offset points")
+    return figure
+
+
+def workload_figures(summary: pd.DataFrame, workload: str, unit: str
+                     ) -> dict[str, Figure]:
+    """kind -> figure, for the kinds whose data this workload has."""
+    made = {"epoch-time": epoch_time(summary, workload), "memory": memory(summary, workload),
+            "scaling": scaling(summary, workload), "cost": cost(summary, workload, unit)}
+    return {kind: figure for kind, figure in made.items() if figure is not None}
+
+
+def save(figure: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=DPI)
+    return path
