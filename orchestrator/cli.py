@@ -235,14 +235,35 @@ def fetch(uri: Annotated[str, typer.Argument(help="s3://bucket/prefix/<run>", sh
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Rewrite a run's parquet and report.md from its journal."""
-    from orchestrator.report import write_report
-    from orchestrator.results import open_existing
+def report(
+    sources: Annotated[list[str], typer.Argument(
+        help="Run directories or s3://BUCKET/PREFIX/RUN URIs; several are merged.",
+        show_default=False)],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Where to write a merged report (required for several runs; "
+                               "default for one: its own directory).")] = None,
+    region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
+) -> None:
+    """Write the parquet of one or many runs merged, and report.md with its plots: tables per
+    workload (and in the seeds' shapes), best choices, scaling, cost, failures, environment."""
+    import io
 
-    store = open_existing(run_dir)
-    write_report(store, store.write_parquet())
-    typer.echo(f"results: {store.parquet}\nreport:  {store.report}")
+    from orchestrator.report import write_report
+    from orchestrator.results import atomic_write
+    from orchestrator.runs import local_run, merged_frame
+
+    if len(sources) > 1 and output is None:
+        raise typer.BadParameter("several runs are merged into a new directory: give -o DIR")
+    stores = [local_run(source, region) for source in sources]
+    out_dir = output or stores[0].root
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = merged_frame(stores) if len(stores) > 1 else stores[0].frame()
+    buffer = io.BytesIO()
+    df.to_parquet(buffer, index=False)
+    atomic_write(out_dir / "results.parquet", buffer.getvalue())
+    path = write_report(out_dir, df, title=None if len(stores) == 1 else
+                        f"{out_dir.name}: {', '.join(s.root.name for s in stores)}")
+    typer.echo(f"results: {out_dir / 'results.parquet'}\nreport:  {path}")
 
 
 @app.command(help=f"""Compare two runs configuration by configuration: did NEW get slower

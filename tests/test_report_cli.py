@@ -1,0 +1,40 @@
+"""`matrix report` over one run, several runs merged, and a run in S3 (moto)."""
+
+from __future__ import annotations
+
+import boto3
+import pandas as pd
+
+from orchestrator.cloud.s3 import upload_run
+from tests.conftest import run_cli
+from tests.report_fixtures import fixture_run
+
+
+def test_several_runs_merge_into_one_parquet_and_report(tmp_path):
+    first, second = fixture_run(tmp_path / "monday"), fixture_run(tmp_path / "tuesday")
+    done = run_cli("report", str(first.root), str(second.root), "-o", "merged", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "merged" / "results.parquet")
+    assert set(rows["run_dir"]) == {"monday", "tuesday"}
+    assert len(rows) == len(first.frame()) + len(second.frame())
+    report = (tmp_path / "merged" / "report.md").read_text()
+    assert report.startswith("# merged: monday, tuesday")
+    assert "of 2 runs" in report and (tmp_path / "merged" / "plots").is_dir()
+
+
+def test_several_runs_need_an_output_directory(tmp_path):
+    first, second = fixture_run(tmp_path / "a"), fixture_run(tmp_path / "b")
+    done = run_cli("report", str(first.root), str(second.root), cwd=tmp_path)
+    assert done.returncode == 2 and "-o DIR" in done.stderr
+
+
+def test_a_run_in_s3_is_fetched_and_reported(moto_server, tmp_path):
+    store = fixture_run(tmp_path / "runs" / "nightly")
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="results")
+    upload_run(s3, store.root, "s3://results/sweeps")
+    done = run_cli("report", "s3://results/sweeps/nightly", "-o", "from-s3", cwd=tmp_path,
+                   env={"HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "from-s3" / "report.md").read_text()
+    assert "## transformer_ft" in report and "## Cells that did not finish ok (11)" in report
