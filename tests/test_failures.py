@@ -88,3 +88,18 @@ def test_a_memory_limit_without_evidence_is_not_called_oom(matrix_file, tmp_path
     (cell,) = expand(spec)
     records = run_cell(cell, tmp_path / "run", ToolInfo("test", None))
     assert records[-1].status == "crashed"  # SIGKILL alone is no evidence of memory
+
+
+def test_a_worker_sees_exactly_its_cells_gpus(monkeypatch):
+    from orchestrator.executors.process import _worker_env
+    from orchestrator.matrix import Cell
+    from tests.cells import make_cell
+
+    def env_for(gpus: int) -> str:
+        return _worker_env(Cell.model_validate(make_cell("sleep", {}, 1, gpus=gpus)))[
+            "CUDA_VISIBLE_DEVICES"]
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert (env_for(0), env_for(1), env_for(2)) == ("", "0", "0,1")  # a --no-ray run
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6")  # chosen by Ray, or by the user
+    assert (env_for(0), env_for(2)) == ("", "3,5")

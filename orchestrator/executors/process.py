@@ -66,13 +66,16 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
 
 def _worker_env(cell: Cell) -> dict[str, str]:
     """This environment, less cloud credentials (a workload never needs them), plus the
-    project on the path and no GPU for a CPU cell."""
+    project on the path, and exactly the cell's GPUs visible: none for a CPU cell, the
+    first `gpus` of those visible here otherwise (Ray has already chosen them for a Ray
+    task), so that the worker's probes and its recorded gpu_count are the cell's own."""
     env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT),
                                                       env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
-    if cell.hardware.gpus == 0:
-        env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU cell must not touch a GPU the machine has
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    ids = visible.split(",") if visible else [str(i) for i in range(cell.hardware.gpus)]
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(ids[:cell.hardware.gpus])
     return env
 
 
