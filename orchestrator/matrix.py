@@ -83,10 +83,17 @@ def excluded(spec: MatrixSpec) -> list[tuple[Cell, str]]:
 def incompatibility(cell: Cell) -> str | None:
     """Why `cell` cannot run on its hardware, or None. Pure: judged from declarations only."""
     info = load_workload(cell.workload)
-    if cell.hardware.gpus == 0:
-        for name, value in cell.params.items():
-            if value in info.params[name].gpu_only:
-                return f"{name}={value} needs a GPU and {cell.hardware.name} has gpus: 0"
+    pinned = cell.stack.framework
+    if info.framework and pinned and info.framework != pinned:
+        return (f"{cell.workload} runs on {info.framework}; stack {cell.stack.name} pins "
+                f"{pinned}")
+    for name, value in cell.params.items():
+        declared = info.params[name]
+        if cell.hardware.gpus == 0 and value in declared.gpu_only:
+            return f"{name}={value} needs a GPU and {cell.hardware.name} has gpus: 0"
+        if declared.stack_framework and pinned is not None and value != pinned:
+            return (f"{name}={value} needs a stack with {value}; stack {cell.stack.name} "
+                    f"pins {pinned}")
     return None
 
 

@@ -40,6 +40,7 @@ class ParamDecl(BaseModel):
     choices: tuple[Scalar, ...] | None = None  # allowed values; None means any of the type
     min: float | None = None  # inclusive lower bound for numbers
     gpu_only: tuple[Scalar, ...] = ()  # values that need a GPU (e.g. precision fp16)
+    stack_framework: bool = False  # the value names a framework the cell's stack must pin
     help: str = ""
 
     def problem_with(self, value: object) -> str | None:
@@ -73,6 +74,7 @@ class WorkloadInfo(BaseModel):
     version: str  # bumped when a result's meaning changes; part of config_id
     description: str
     item_unit: ItemUnit
+    framework: Literal["torch", "tensorflow", "jax"] | None = None  # None: any, or a param's
     params: dict[str, ParamDecl]
     presets: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
     epochs: int = Field(default=1, ge=1)  # default epochs (or timed rounds) per cell
