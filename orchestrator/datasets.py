@@ -60,6 +60,12 @@ FILES: dict[str, tuple[DataFile, ...]] = {
         DataFile("wikitext-2", "test.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/test.txt",
                  "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
     ),
+    # The Keras text-generation example's corpus (Beyond Good and Evil), seed 002's data.
+    "nietzsche": (
+        DataFile("nietzsche", "nietzsche.txt",
+                 "https://s3.amazonaws.com/text-datasets/nietzsche.txt",
+                 "23cf69874ab69d3d256099ab530ea4be24d47d9675b673bcc67cbcd6298ec647"),
+    ),
 }
 
 
