@@ -1,0 +1,282 @@
+"""Seed 003: seq2seq NMT without attention, data parallel over workers inside one cell.
+
+This process is rank 0: it times the rounds and writes the records. Ranks 1..N-1 are
+spawned processes (one per further GPU or CPU worker) that run the same loop on their own
+data and leave with the cell. Words are source plus target words without padding, of all
+workers: every worker's sentence lengths come from (seed, rank, step), so rank 0 counts
+them all without a collective in the timed loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from orchestrator.context import Context, Unsupported
+from orchestrator.measure import TorchCudaProbe, no_sync
+
+PAD, BOS = 0, 1  # token ids; real words are 2..vocab-1
+JOIN_TIMEOUT_S = 30
+
+
+class CellLSTM(nn.Module):
+    """A stack of LSTMCell loops with nn.LSTM's interface (batch_first, optional
+    bidirectional): the unfused implementation, one small kernel per time step."""
+
+    def __init__(self, input_size: int, hidden: int, layers: int, bidirectional: bool) -> None:
+        super().__init__()
+        self.directions = 2 if bidirectional else 1
+        self.cells = nn.ModuleList(
+            nn.LSTMCell(input_size if layer == 0 else hidden * self.directions, hidden)
+            for layer in range(layers) for _ in range(self.directions))
+
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        h_n, c_n = [], []
+        for layer in range(len(self.cells) // self.directions):
+            outputs = []
+            for direction in range(self.directions):
+                index = layer * self.directions + direction
+                h, c = (state[0][index], state[1][index]) if state is not None else (None, None)
+                steps = range(x.shape[1]) if direction == 0 else reversed(range(x.shape[1]))
+                out: list[torch.Tensor] = []
+                for t in steps:
+                    h, c = self.cells[index](x[:, t], None if h is None else (h, c))
+                    out.append(h)
+                if direction == 1:
+                    out.reverse()
+                outputs.append(torch.stack(out, dim=1))
+                h_n.append(h)
+                c_n.append(c)
+            x = torch.cat(outputs, dim=2)
+        return x, (torch.stack(h_n), torch.stack(c_n))
+
+
+class Seq2Seq(nn.Module):
+    """Embeddings, a bidirectional 2-layer encoder whose 4 final states (forward and
+    backward of each layer) start the 4-layer decoder, a projection to the target vocab."""
+
+    def __init__(self, p: dict[str, Any]) -> None:
+        super().__init__()
+        emb, hidden = int(p["emb_dim"]), int(p["hidden"])
+        lstm = nn.LSTM if p["rnn_impl"] == "fused" else CellLSTM
+        self.src_embedding = nn.Embedding(int(p["src_vocab"]), emb, padding_idx=PAD)
+        self.tgt_embedding = nn.Embedding(int(p["tgt_vocab"]), emb, padding_idx=PAD)
+        self.encoder = lstm(emb, hidden, 2, bidirectional=True, **_batch_first(lstm))
+        self.decoder = lstm(emb, hidden, 4, bidirectional=False, **_batch_first(lstm))
+        self.projection = nn.Linear(hidden, int(p["tgt_vocab"]))
+
+    def forward(self, source: torch.Tensor, decoder_input: torch.Tensor) -> torch.Tensor:
+        _, state = self.encoder(self.src_embedding(source))
+        output, _ = self.decoder(self.tgt_embedding(decoder_input), state)
+        return self.projection(output)
+
+
+def _batch_first(lstm: type) -> dict[str, bool]:
+    return {"batch_first": True} if lstm is nn.LSTM else {}
+
+
+@dataclass(frozen=True)
+class Batch:
+    source: torch.Tensor  # (batch, src_len), PAD after each sentence's length
+    decoder_input: torch.Tensor  # BOS + target[:-1]
+    target: torch.Tensor  # (batch, tgt_len), PAD after each sentence's length
+    words: int  # source plus target words, padding excluded
+
+
+def lengths(p: dict[str, Any], rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sentence lengths of one worker's step: a function of (seed, rank, step) only."""
+    generator = torch.Generator().manual_seed(int(p["seed"]) * 1_000_003 + rank * 10_007 + step)
+    batch, src, tgt = int(p["batch_size"]), int(p["src_len"]), int(p["tgt_len"])
+    return (torch.randint(max(1, src // 2), src + 1, (batch,), generator=generator),
+            torch.randint(max(1, tgt // 2), tgt + 1, (batch,), generator=generator))
+
+
+def words_of(p: dict[str, Any], workers: int, step: int) -> int:
+    """Source plus target words of all workers' step `step`, without padding."""
+    return sum(int(s.sum() + t.sum()) for s, t in (lengths(p, r, step) for r in range(workers)))
+
+
+def synthetic_batch(p: dict[str, Any], rank: int, step: int, device: torch.device) -> Batch:
+    src_lengths, tgt_lengths = lengths(p, rank, step)
+    generator = torch.Generator().manual_seed(int(p["seed"]) + 7919 * (rank + 1) + step)
+
+    def padded(lens: torch.Tensor, width: int, vocab: int) -> torch.Tensor:
+        tokens = torch.randint(2, vocab, (len(lens), width), generator=generator)
+        return tokens.masked_fill(torch.arange(width)[None, :] >= lens[:, None], PAD)
+
+    source = padded(src_lengths, int(p["src_len"]), int(p["src_vocab"]))
+    target = padded(tgt_lengths, int(p["tgt_len"]), int(p["tgt_vocab"]))
+    decoder_input = torch.cat([torch.full((len(target), 1), BOS), target[:, :-1]], dim=1)
+    words = int(src_lengths.sum() + tgt_lengths.sum())
+    return Batch(source.to(device), decoder_input.to(device), target.to(device), words)
+
+
+class Worker:
+    """One rank's model, optimiser and data, in its own process group membership."""
+
+    def __init__(self, p: dict[str, Any], rank: int, workers: int, device: torch.device) -> None:
+        torch.manual_seed(int(p["seed"]))  # the same initial weights on every worker
+        self.p, self.rank, self.device = p, rank, device
+        model: nn.Module = Seq2Seq(p).to(device)
+        if workers > 1 and p["dp_mode"] == "allreduce":
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.model = model
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
+        self.loss = nn.CrossEntropyLoss(ignore_index=PAD)  # masked: padding counts nothing
+
+    def step(self, step: int) -> None:
+        batch = synthetic_batch(self.p, self.rank, step, self.device)
+        logits = self.model(batch.source, batch.decoder_input)
+        loss = self.loss(logits.flatten(0, 1), batch.target.flatten())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+
+    def checksum(self) -> float:
+        return float(sum(p.double().sum() for p in self.model.parameters()))
+
+
+def worker_count(ctx: Context) -> int:
+    return int(ctx.params["workers"]) or max(ctx.gpus, 1)
+
+
+def run(ctx: Context) -> None:
+    p = ctx.params
+    workers = worker_count(ctx)
+    on_gpu = ctx.gpus > 0
+    if on_gpu and torch.cuda.device_count() < workers:
+        raise Unsupported(f"{workers} workers need {workers} GPUs; {torch.cuda.device_count()} "
+                          "visible to the cell")
+    device = torch.device("cuda:0" if on_gpu else "cpu")
+    if on_gpu:
+        ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
+                          probes=[TorchCudaProbe(device)])
+    else:
+        ctx.use_framework("torch", torch.__version__, sync=no_sync)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    rounds, per_round = ctx.epochs, int(p["batches_per_round"])
+    with group(p, workers, on_gpu, rounds * per_round) as _:
+        worker = Worker(p, 0, workers, device)
+        step = 0
+        for epoch in ctx.epoch_range():
+            _barrier(workers)  # every worker starts the round together
+            meter = ctx.start_epoch(warmup_steps=int(p["warmup_steps"]))
+            for index in range(per_round):
+                with meter.step(items=words_of(p, workers, step)):
+                    worker.step(step)
+                    if index == per_round - 1:
+                        _barrier(workers)  # the round ends when the slowest worker's does
+                step += 1
+            summary = meter.summary()
+            ctx.end_epoch(epoch, meter, ms_per_step=float(summary["train_s"]) * 1e3
+                          / (per_round - int(p["warmup_steps"])))
+
+
+def _barrier(workers: int) -> None:
+    if workers > 1:
+        dist.barrier()
+
+
+@contextlib.contextmanager
+def group(p: dict[str, Any], workers: int, on_gpu: bool, steps: int) -> Iterator[None]:
+    """The process group, with ranks 1..N-1 running `steps` steps in spawned processes;
+    they are joined (or, on an error here, terminated) before the block is left."""
+    if workers == 1:
+        yield
+        return
+    port = _free_port()
+    spawn = multiprocessing.get_context("spawn")
+    children = [spawn.Process(target=_other_rank, args=(p, rank, workers, port, on_gpu, steps),
+                              daemon=True) for rank in range(1, workers)]
+    for child in children:
+        child.start()
+    try:
+        _join_group(0, workers, port, on_gpu)
+        yield
+        for child in children:
+            child.join(JOIN_TIMEOUT_S)
+        failed = [c.exitcode for c in children if c.exitcode != 0]
+        if failed:
+            raise RuntimeError(f"a worker process ended with exit code {failed[0]}")
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+                child.join(5)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _join_group(rank: int, workers: int, port: int, on_gpu: bool) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("nccl" if on_gpu else "gloo", rank=rank, world_size=workers)
+
+
+def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: bool,
+                steps: int) -> None:
+    """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed."""
+    device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
+    if on_gpu:
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    _join_group(rank, workers, port, on_gpu)
+    try:
+        worker = Worker(p, rank, workers, device)
+        per_round = int(p["batches_per_round"])
+        for step in range(steps):
+            if step % per_round == 0:
+                dist.barrier()
+            worker.step(step)
+            if step % per_round == per_round - 1:
+                dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def one_step_checksums(p: dict[str, Any], workers: int) -> list[float]:
+    """Each worker's weight checksum after one step on its own data (for the tests: equal
+    under allreduce, different when independent)."""
+    port = _free_port()
+    spawn = multiprocessing.get_context("spawn")
+    results = spawn.Queue()
+    children = [spawn.Process(target=_checksum_rank, args=(p, rank, workers, port, results))
+                for rank in range(workers)]
+    for child in children:
+        child.start()
+    try:
+        found = dict(results.get(timeout=120) for _ in children)
+    finally:
+        for child in children:
+            child.join(JOIN_TIMEOUT_S)
+            if child.is_alive():
+                child.terminate()
+    return [found[rank] for rank in range(workers)]
+
+
+def _checksum_rank(p: dict[str, Any], rank: int, workers: int, port: int, results: Any) -> None:
+    torch.set_num_threads(1)
+    _join_group(rank, workers, port, on_gpu=False)
+    try:
+        worker = Worker(p, rank, workers, torch.device("cpu"))
+        worker.step(0)
+        results.put((rank, worker.checksum()))
+    finally:
+        dist.destroy_process_group()
