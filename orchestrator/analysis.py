@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 NOISY_SPREAD = 0.10  # (max - min) / median of a configuration's throughput samples
 SCALING_COLUMNS = ("speedup_ratio", "parallel_efficiency_fraction")
+DEVICE_PARAMS = ("param.workers", "param.devices")  # parameters that set the device count
 
 
 def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:
@@ -50,7 +51,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "rss_bytes": _median(group, "host_rss_peak_bytes"),
             "peak_fraction": _median(group, "peak_fraction"),
             "achieved_flops": _median(group, "achieved_flops"),
-            "devices": int(_median(group, "gpu_count") or 0),
+            "devices": _devices(group),
             "gpu_model": _first(group, "gpu_model"),
             "instance_type": _first(group, "instance_type"),
             "price_per_hour_usd": _median(group, "price_per_hour_usd"),
@@ -74,6 +75,16 @@ def _median(group: pd.DataFrame, column: str) -> float | None:
 
 
 
+def _devices(group: pd.DataFrame) -> int:
+    """The devices a configuration trains on: a workload's own count where it sets one
+    (nmt_dp's `workers`, keras_lstm's `devices`: CPU workers count too), else the GPUs
+    its worker saw."""
+    for column in DEVICE_PARAMS:
+        if column in group and (_median(group, column) or 0) > 0:
+            return int(_median(group, column) or 0)
+    return int(_median(group, "gpu_count") or 0)
+
+
 def _first(group: pd.DataFrame, column: str) -> str | None:
     if column not in group:
         return None
@@ -83,14 +94,15 @@ def _first(group: pd.DataFrame, column: str) -> str | None:
 
 def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
     """`speedup_ratio` and `parallel_efficiency_fraction` for configurations whose one-device
-    twin (same workload, stack, GPU model, instance type and settings) is in the summary."""
+    twin (same workload, stack, GPU model, instance type and settings but the device
+    count) is in the summary."""
     summary = summary.copy()
     for column in SCALING_COLUMNS:
         summary[column] = float("nan")
     if "workload" not in summary or not len(summary):
         return summary
     keys = ["workload", "stack", "gpu_model", "instance_type",
-            *(c for c in summary.columns if c.startswith("param."))]
+            *(c for c in summary.columns if c.startswith("param.") and c not in DEVICE_PARAMS)]
     for _, members in summary.groupby(keys, sort=False, dropna=False):
         single = members[members["devices"] == 1]
         if single.empty or members["devices"].nunique() < 2:

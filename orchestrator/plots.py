@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis import DEVICE_PARAMS
 from orchestrator.markdown import MIB, fmt
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     figure, axes = _figure(f"{workload}: scaling with GPUs", "GPUs", "speedup (x one GPU)")
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
-    params = [c for c in scaled.columns if c.startswith("param.")]
+    params = [c for c in scaled.columns if c.startswith("param.") and c not in DEVICE_PARAMS]
     keys = ["stack", "gpu_model", "instance_type", *params]  # as analysis.with_scaling
     for _, group in scaled.groupby(keys, sort=True, dropna=False):
         group = group.sort_values("devices")

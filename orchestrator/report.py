@@ -152,17 +152,17 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
     has_peak = bool(summary["peak_fraction"].notna().any())
-    has_gpus = bool((summary["devices"] > 0).any())
+    has_devices = bool((summary["devices"] > 0).any())
     has_scaling = bool(summary["speedup_ratio"].notna().any())
     has_cost = bool(summary["usd_per_million_items"].notna().any())
-    headers[2:2] = ["GPUs"] * has_gpus
+    headers[2:2] = ["devices"] * has_devices
     headers += [f"eval {unit}s/s"] * has_eval + metrics + ["GPU mem MiB"] * has_gpu_mem
     headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak)]
     headers += ["speedup", "efficiency"] * has_scaling
     headers += ["$/epoch", f"$/M {unit}s"] * has_cost + ["flags"]
     body = []
     for _, row in summary.iterrows():
-        cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_gpus),
+        cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_devices),
                  *(fmt(row[c]) for c in varying),
                  f"{row['samples']} ({row['repeats']}x)", f"{row['train_s']:.3f}",
                  fmt_ms(row["step_s"]), f"{row['items_per_s']:,.0f}",

@@ -4,8 +4,8 @@
 - seed 000 (`lstm_lm`): machine, train words/s, eval words/s.
 - seed 001 (`rnn_micro`): one table per depth, batch, sequence length and hidden size, one
   row per implementation, train and forward-only microseconds per example.
-- seed 003 (any workload run on several device counts): devices x batch with time per
-  epoch, throughput, speedup and parallel efficiency.
+- seed 003 (any workload run on several device counts, GPUs or workers): devices x batch
+  with time per epoch, throughput, speedup and parallel efficiency.
 - seed 004 (`transformer_ft`): precision x device, iterations per second.
 Seed 002's instance x GPUs x settings table is the workload table itself.
 """
@@ -58,11 +58,11 @@ def seed_003(summary: pd.DataFrame, unit: str) -> list[str]:
              f"{row['train_s']:.3f}", fmt_rate(row["items_per_s"]),
              f"{row['speedup_ratio']:.2f}", f"{row['parallel_efficiency_fraction']:.0%}"]
             for _, row in scaled.sort_values(["hardware", *order]).iterrows()]
-    headers = ["where", "GPUs", *(["batch"] if batch else []), "s/epoch", f"{unit}s/s",
+    headers = ["where", "devices", *(["batch"] if batch else []), "s/epoch", f"{unit}s/s",
                "speedup", "efficiency"]
     return ["### Scaling, as seed 003 published it", "",
-            "Speedup: throughput over that of the same settings on one GPU; efficiency: "
-            "speedup / GPUs.", "", *table(headers, rows), ""]
+            "Speedup: throughput over that of the same settings on one device (GPU, or "
+            "worker); efficiency: speedup / devices.", "", *table(headers, rows), ""]
 
 
 def seed_004(summary: pd.DataFrame, unit: str) -> list[str]:

@@ -4,6 +4,8 @@ replicas do not; words exclude padding; no worker process outlives the cell."""
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import psutil
 import pytest
 import torch
@@ -78,3 +80,11 @@ workloads:
         r["items_per_s"] for r in journal(run_dir)
         if r["record"] == "measurement" and r["cell_id"] == c["cell_id"]] for c in cells}
     assert all(len(v) == 2 and min(v) > 0 for v in rates.values())
+    # the report's scaling: 2 workers against the 1-worker twin of the same implementation
+    rows = pd.read_parquet(run_dir / "results.parquet").drop_duplicates("config_id")
+    for impl in ("fused", "unfused"):
+        pair = rows[rows["param.rnn_impl"] == impl].set_index("param.workers")
+        assert pair.loc[1, "speedup_ratio"] == 1.0
+        expected = np.median(rates[(2, impl)]) / np.median(rates[(1, impl)])
+        assert pair.loc[2, "speedup_ratio"] == pytest.approx(expected)
+        assert pair.loc[2, "parallel_efficiency_fraction"] == pytest.approx(expected / 2)
