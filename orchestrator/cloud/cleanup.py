@@ -33,68 +33,50 @@ def live_instances(ec2: Any, run: str | None = None) -> dict[str, list[str]]:
     return found
 
 
-def orphans(ec2: Any, owned_runs: Iterable[str]) -> dict[str, list[str]]:
-    """Run id -> ids of its instances in a live state, for runs not in `owned_runs`."""
-    owned = set(owned_runs)
-    return {run: ids for run, ids in live_instances(ec2).items() if run not in owned}
-
-
-def remove_run(ec2: Any, run: str, wait_s: float = 0.0) -> list[str]:
+def remove_run(ec2: Any, run: str, wait_s: float = 0.0, dry_run: bool = False) -> list[str]:
     """Terminate every live instance of `run`, then delete its key pair, and its security
     group once no instance holds it (waiting up to `wait_s` for them to go). This is the
-    teardown's backstop: it needs nothing but the run tag. One line per action."""
+    teardown's backstop and the orphan sweep's step: it needs nothing but the run's tag and
+    names. One line per action (what would be done, if `dry_run`)."""
     actions = []
     instances = live_instances(ec2, run).get(run, [])
     if instances:
-        ec2.terminate_instances(InstanceIds=instances)
         actions.append(f"terminate {', '.join(sorted(instances))} (run {run})")
+        if not dry_run:
+            ec2.terminate_instances(InstanceIds=instances)
     name = NAME_PREFIX + run
     if ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"]:
-        ec2.delete_key_pair(KeyName=name)
         actions.append(f"delete key pair {name}")
+        if not dry_run:
+            ec2.delete_key_pair(KeyName=name)
     deadline = time.monotonic() + wait_s
     for group in ec2.describe_security_groups(
             Filters=[{"Name": "group-name", "Values": [name]}])["SecurityGroups"]:
-        while True:
+        action = f"delete security group {name} ({group['GroupId']})"
+        while not dry_run:
             try:
                 ec2.delete_security_group(GroupId=group["GroupId"])
-                actions.append(f"delete security group {name} ({group['GroupId']})")
                 break
             except ec2.exceptions.ClientError:  # still attached to a terminating instance
                 if time.monotonic() > deadline:
-                    actions.append(f"security group {name} ({group['GroupId']}) is still in "
-                                   "use by terminating instances: `matrix cleanup` removes it")
+                    action += (": refused while its instances shut down; run `matrix cleanup` "
+                               "again")
                     break
                 time.sleep(5)
+        actions.append(action)
     return actions
 
 
 def cleanup(ec2: Any, owned_runs: Iterable[str], dry_run: bool = False) -> list[str]:
-    """Terminate orphaned instances, then delete the key pairs and security groups of runs
-    that own nothing any more. Returns one line per action (what would be done, if dry)."""
+    """Remove what every run that no live sweep owns left behind: its live instances, key
+    pair and security group (`remove_run`). One line per action (what would be done, if
+    dry)."""
     owned = set(owned_runs)
-    actions: list[str] = []
-    for run, instances in sorted(orphans(ec2, owned).items()):
-        actions.append(f"terminate {', '.join(sorted(instances))} (run {run})")
-        if not dry_run:
-            ec2.terminate_instances(InstanceIds=instances)
-    still = set(orphans(ec2, ())) if not dry_run else set()
-    for pair in ec2.describe_key_pairs(
-            Filters=[{"Name": "key-name", "Values": [NAME_PREFIX + "*"]}])["KeyPairs"]:
-        run = pair["KeyName"].removeprefix(NAME_PREFIX)
-        if run not in owned and run not in still:
-            actions.append(f"delete key pair {pair['KeyName']}")
-            if not dry_run:
-                ec2.delete_key_pair(KeyName=pair["KeyName"])
-    for group in ec2.describe_security_groups(
-            Filters=[{"Name": "group-name", "Values": [NAME_PREFIX + "*"]}])["SecurityGroups"]:
-        run = group["GroupName"].removeprefix(NAME_PREFIX)
-        if run not in owned and run not in still:
-            action = f"delete security group {group['GroupName']} ({group['GroupId']})"
-            if not dry_run:
-                try:
-                    ec2.delete_security_group(GroupId=group["GroupId"])
-                except ec2.exceptions.ClientError:  # still attached to a terminating instance
-                    action += ": refused while its instances shut down, run cleanup again"
-            actions.append(action)
-    return actions
+    runs = set(live_instances(ec2))
+    runs |= {pair["KeyName"].removeprefix(NAME_PREFIX) for pair in ec2.describe_key_pairs(
+        Filters=[{"Name": "key-name", "Values": [NAME_PREFIX + "*"]}])["KeyPairs"]}
+    runs |= {group["GroupName"].removeprefix(NAME_PREFIX) for group in
+             ec2.describe_security_groups(Filters=[
+                 {"Name": "group-name", "Values": [NAME_PREFIX + "*"]}])["SecurityGroups"]}
+    return [action for run in sorted(runs - owned)
+            for action in remove_run(ec2, run, dry_run=dry_run)]
