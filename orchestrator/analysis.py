@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.markdown import fmt, present
 from orchestrator.records import Flag
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "mem_bytes": _median(group, "mem_alloc_peak_bytes"),
             "rss_bytes": _median(group, "host_rss_peak_bytes"),
             "peak_fraction": _median(group, "peak_fraction"),
+            "speedup_ratio": _median(group, "speedup_ratio"),  # as the rows carry them
+            "parallel_efficiency_fraction": _median(group, "parallel_efficiency_fraction"),
             "achieved_flops": _median(group, "achieved_flops"),
             "devices": _devices(group),
             "gpu_model": _first(group, "gpu_model"),
@@ -92,6 +95,12 @@ def _first(group: pd.DataFrame, column: str) -> str | None:
     return str(values.iloc[0]) if len(values) else None
 
 
+def twin_keys(summary: pd.DataFrame) -> list[str]:
+    """What configurations that differ only in their device count share."""
+    return ["workload", "stack", "gpu_model", "instance_type",
+            *(c for c in summary.columns if c.startswith("param.") and c not in DEVICE_PARAMS)]
+
+
 def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
     """`speedup_ratio` and `parallel_efficiency_fraction` for configurations whose one-device
     twin (same workload, stack, GPU model, instance type and settings but the device
@@ -101,9 +110,7 @@ def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
         summary[column] = float("nan")
     if "workload" not in summary or not len(summary):
         return summary
-    keys = ["workload", "stack", "gpu_model", "instance_type",
-            *(c for c in summary.columns if c.startswith("param.") and c not in DEVICE_PARAMS)]
-    for _, members in summary.groupby(keys, sort=False, dropna=False):
+    for _, members in summary.groupby(twin_keys(summary), sort=False, dropna=False):
         single = members[members["devices"] == 1]
         if single.empty or members["devices"].nunique() < 2:
             continue
@@ -127,6 +134,24 @@ def add_scaling_columns(df: pd.DataFrame) -> pd.DataFrame:
     summary = with_scaling(config_summary(ok))
     mapping = summary.set_index("config_id")[list(SCALING_COLUMNS)]
     return df.join(mapping, on="config_id")
+
+
+def config_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """config_id -> a short name for people: the workload when there are several, the
+    hardware, the stack when there are several, and the settings that vary (where set)."""
+    configs = rows.drop_duplicates("config_id")
+    varying = [c for c in configs.columns if c.startswith("param.")
+               and configs[c].dropna().astype(str).nunique() > 1]
+    several = {key: configs[key].nunique() > 1 for key in ("workload", "stack")
+               if key in configs}
+    labels = {}
+    for _, row in configs.iterrows():
+        parts = [str(row["workload"])] if several.get("workload") else []
+        parts.append(str(row["hardware"]) + (f"/{row['stack']}" if several["stack"] else ""))
+        parts += [f"{c.removeprefix('param.')}={fmt(row[c])}" for c in varying
+                  if present(row[c])]
+        labels[str(row["config_id"])] = " ".join(parts)
+    return labels
 
 
 @dataclass(frozen=True)

@@ -246,10 +246,8 @@ def report(
 ) -> None:
     """Write the parquet of one or many runs merged, and report.md with its plots: tables per
     workload (and in the seeds' shapes), best choices, scaling, cost, failures, environment."""
-    import io
-
     from orchestrator.report import write_report
-    from orchestrator.results import atomic_write
+    from orchestrator.results import write_parquet
     from orchestrator.runs import local_run, merged_frame
 
     if len(sources) > 1 and output is None:
@@ -258,9 +256,7 @@ def report(
     out_dir = output or stores[0].root
     out_dir.mkdir(parents=True, exist_ok=True)
     df = merged_frame(stores) if len(stores) > 1 else stores[0].frame()
-    buffer = io.BytesIO()
-    df.to_parquet(buffer, index=False)
-    atomic_write(out_dir / "results.parquet", buffer.getvalue())
+    write_parquet(df, out_dir / "results.parquet")
     path = write_report(out_dir, df, title=None if len(stores) == 1 else
                         f"{out_dir.name}: {', '.join(s.root.name for s in stores)}")
     typer.echo(f"results: {out_dir / 'results.parquet'}\nreport:  {path}")

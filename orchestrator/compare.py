@@ -88,7 +88,9 @@ def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
     import numpy as np
 
     base_samples, new_samples = throughput_samples(base), throughput_samples(new)
-    labels = _labels(new)
+    from orchestrator.analysis import config_labels
+
+    labels = config_labels(new)
     found = []
     for config_id, before in base_samples.items():
         after = new_samples.get(config_id)
@@ -104,14 +106,3 @@ def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
             ratio=ratio, low=low, high=high,
             verdict=verdict(ratio, low, high, threshold, enough)))
     return found
-
-
-def _labels(df: pd.DataFrame) -> dict[str, str]:
-    labels = {}
-    params = [c for c in df.columns if c.startswith("param.")]
-    for config_id, group in df.drop_duplicates("config_id").groupby("config_id"):
-        row = group.iloc[0]
-        settings = " ".join(f"{c.removeprefix('param.')}={row[c]}" for c in params
-                            if row[c] == row[c] and row[c] is not None)  # NaN: another workload
-        labels[str(config_id)] = f"{row['workload']} {row['hardware']}/{row['stack']} {settings}"
-    return labels

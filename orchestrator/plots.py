@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis import DEVICE_PARAMS
+from orchestrator.analysis import DEVICE_PARAMS, config_labels, twin_keys
 from orchestrator.markdown import MIB, fmt
 
 if TYPE_CHECKING:
@@ -37,16 +37,9 @@ def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
 
 
 def labels(summary: pd.DataFrame) -> list[str]:
-    """A short name per configuration: hardware, stack if several, varying settings."""
-    varying = [c for c in summary.columns if c.startswith("param.")
-               and summary[c].astype(str).nunique() > 1]
-    several = summary["stack"].nunique() > 1
-    names = []
-    for _, row in summary.iterrows():
-        parts = [str(row["hardware"]), *([str(row["stack"])] if several else [])]
-        parts += [f"{c.removeprefix('param.')}={fmt(row[c])}" for c in varying]
-        names.append(" ".join(parts))
-    return names
+    """The configurations' names (analysis.config_labels), in the summary's order."""
+    names = config_labels(summary)
+    return [names[str(config)] for config in summary["config_id"]]
 
 
 def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
@@ -94,8 +87,7 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
     params = [c for c in scaled.columns if c.startswith("param.") and c not in DEVICE_PARAMS]
-    keys = ["stack", "gpu_model", "instance_type", *params]  # as analysis.with_scaling
-    for _, group in scaled.groupby(keys, sort=True, dropna=False):
+    for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):
         group = group.sort_values("devices")
         first = group.iloc[0]
         label = " ".join([str(first["instance_type"] or first["gpu_model"]),

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.analysis import NOISY_SPREAD, best_choices, config_summary, with_scaling
+from orchestrator.analysis import NOISY_SPREAD, best_choices, config_summary
 from orchestrator.markdown import (
     fmt,
     fmt_metric,
@@ -64,7 +64,7 @@ def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
         rows = ok[ok["workload"] == workload].dropna(axis=1, how="all")  # others' parameters
         repeated = {f"train_{info.item_unit}s_per_s", f"eval_{info.item_unit}s_per_s"}
         metrics = [m for m in info.metrics if m in rows and m not in repeated]
-        found.append((workload, with_scaling(config_summary(rows, metrics)), info.item_unit))
+        found.append((workload, config_summary(rows, metrics), info.item_unit))
     return found
 
 

@@ -176,13 +176,18 @@ class ResultStore:
         return add_scaling_columns(add_cost_columns(pd.DataFrame(rows)))
 
     def write_parquet(self) -> pd.DataFrame:
-        import io
-
         df = self.frame()
-        buffer = io.BytesIO()
-        df.to_parquet(buffer, index=False)
-        atomic_write(self.parquet, buffer.getvalue())
+        write_parquet(df, self.parquet)
         return df
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """The DataFrame as parquet, replacing `path` atomically."""
+    import io
+
+    buffer = io.BytesIO()
+    df.to_parquet(buffer, index=False)
+    atomic_write(path, buffer.getvalue())
 
 
 _IDENTITY = {"schema_version", "run", "cell_id", "config_id", "repeat"}

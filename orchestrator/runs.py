@@ -35,12 +35,16 @@ def local_run(source: str, region: str | None = None) -> ResultStore:
 
 def merged_frame(stores: list[ResultStore]) -> pd.DataFrame:
     """One DataFrame of every run's rows; `run_dir` says which run directory each came from
-    (two runs of one matrix share their `run` name)."""
+    (two runs of one matrix share their `run` name). Scaling is derived again over all of
+    them: a one-GPU twin may come from another run."""
     import pandas as pd
+
+    from orchestrator.analysis import add_scaling_columns
 
     frames = []
     for store in stores:
         frame = store.frame()
         frame.insert(0, "run_dir", store.root.name)
         frames.append(frame)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return add_scaling_columns(pd.concat(frames, ignore_index=True)) if frames else \
+        pd.DataFrame()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import boto3
 import pandas as pd
+import pytest
 
 from orchestrator.cloud.s3 import upload_run
 from tests.conftest import run_cli
@@ -38,3 +39,20 @@ def test_a_run_in_s3_is_fetched_and_reported(moto_server, tmp_path):
     assert done.returncode == 0, done.stderr
     report = (tmp_path / "from-s3" / "report.md").read_text()
     assert "## transformer_ft" in report and "## Cells that did not finish ok (11)" in report
+
+
+def test_scaling_finds_the_one_gpu_twin_in_another_run(tmp_path):
+    from orchestrator.results import ResultStore
+    from tests.report_fixtures import cell
+
+    for name, gpus, rate in (("one-gpu", 1, 100.0), ("two-gpus", 2, 180.0)):
+        store = ResultStore(tmp_path / name)
+        store.root.mkdir()
+        cell(store, f"ft-{gpus}", f"ft-{gpus}", "transformer_ft", f"p4d-{gpus}gpu",
+             {"precision": "fp32"}, [rate], stack="torch-cu126", gpus=gpus, price=32.77)
+        assert store.frame()["speedup_ratio"].isna().all()  # alone, a run has no twin
+    done = run_cli("report", "one-gpu", "two-gpus", "-o", "both", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "both" / "results.parquet").set_index("gpu_count")
+    assert rows.loc[2, "speedup_ratio"] == pytest.approx(1.8)
+    assert rows.loc[2, "parallel_efficiency_fraction"] == pytest.approx(0.9)
