@@ -216,9 +216,8 @@ def epoch_timer(keras: Any, ctx: Context, samples: int, batch_size: int, warmup_
             sync()
             epoch_s = time.perf_counter() - self.started
             summary = self.meter.summary()
-            timed_steps = len(self.meter.step_s) - warmup_steps
             ctx.end_epoch(epoch + 1, self.meter, epoch_s=epoch_s,
                           us_per_sample=float(summary["train_s"]) / float(summary["items"]) * 1e6,
-                          ms_per_step=float(summary["train_s"]) / timed_steps * 1e3)
+                          ms_per_step=float(summary["train_s"]) / int(summary["steps"]) * 1e3)
 
     return EpochTimer()

@@ -135,8 +135,12 @@ class Worker:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
         self.loss = nn.CrossEntropyLoss(ignore_index=PAD)  # masked: padding counts nothing
 
-    def step(self, step: int) -> None:
-        batch = synthetic_batch(self.p, self.rank, step, self.device)
+    def batches(self, first: int, count: int) -> list[Batch]:
+        """A round's batches, made before it is timed: generating them is not training."""
+        return [synthetic_batch(self.p, self.rank, step, self.device)
+                for step in range(first, first + count)]
+
+    def step(self, batch: Batch) -> None:
         logits = self.model(batch.source, batch.decoder_input)
         loss = self.loss(logits.flatten(0, 1), batch.target.flatten())
         self.optimizer.zero_grad(set_to_none=True)
@@ -165,22 +169,23 @@ def run(ctx: Context) -> None:
     else:
         ctx.use_framework("torch", torch.__version__, sync=no_sync)
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-    rounds, per_round = ctx.epochs, int(p["batches_per_round"])
-    with group(p, workers, on_gpu, rounds * per_round) as _:
+    per_round = int(p["batches_per_round"])
+    with group(p, workers, on_gpu, ctx.epochs):
         worker = Worker(p, 0, workers, device)
-        step = 0
         for epoch in ctx.epoch_range():
+            first = (epoch - 1) * per_round
+            batches = worker.batches(first, per_round)
+            words = [words_of(p, workers, step) for step in range(first, first + per_round)]
             _barrier(workers)  # every worker starts the round together
             meter = ctx.start_epoch(warmup_steps=int(p["warmup_steps"]))
-            for index in range(per_round):
-                with meter.step(items=words_of(p, workers, step)):
-                    worker.step(step)
+            for index, batch in enumerate(batches):
+                with meter.step(items=words[index]):
+                    worker.step(batch)
                     if index == per_round - 1:
                         _barrier(workers)  # the round ends when the slowest worker's does
-                step += 1
             summary = meter.summary()
             ctx.end_epoch(epoch, meter, ms_per_step=float(summary["train_s"]) * 1e3
-                          / (per_round - int(p["warmup_steps"])))
+                          / int(summary["steps"]))
 
 
 def _barrier(workers: int) -> None:
@@ -189,15 +194,15 @@ def _barrier(workers: int) -> None:
 
 
 @contextlib.contextmanager
-def group(p: dict[str, Any], workers: int, on_gpu: bool, steps: int) -> Iterator[None]:
-    """The process group, with ranks 1..N-1 running `steps` steps in spawned processes;
+def group(p: dict[str, Any], workers: int, on_gpu: bool, rounds: int) -> Iterator[None]:
+    """The process group, with ranks 1..N-1 running `rounds` rounds in spawned processes;
     they are joined (or, on an error here, terminated) before the block is left."""
     if workers == 1:
         yield
         return
     port = _free_port()
     spawn = multiprocessing.get_context("spawn")
-    children = [spawn.Process(target=_other_rank, args=(p, rank, workers, port, on_gpu, steps),
+    children = [spawn.Process(target=_other_rank, args=(p, rank, workers, port, on_gpu, rounds),
                               daemon=True) for rank in range(1, workers)]
     for child in children:
         child.start()
@@ -224,7 +229,7 @@ def _join_group(rank: int, workers: int, port: int, on_gpu: bool) -> None:
 
 
 def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: bool,
-                steps: int) -> None:
+                rounds: int) -> None:
     """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed."""
     device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
     if on_gpu:
@@ -235,12 +240,12 @@ def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: b
     try:
         worker = Worker(p, rank, workers, device)
         per_round = int(p["batches_per_round"])
-        for step in range(steps):
-            if step % per_round == 0:
-                dist.barrier()
-            worker.step(step)
-            if step % per_round == per_round - 1:
-                dist.barrier()
+        for round_index in range(rounds):
+            batches = worker.batches(round_index * per_round, per_round)
+            dist.barrier()
+            for batch in batches:
+                worker.step(batch)
+            dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -276,7 +281,7 @@ def _checksum_rank(p: dict[str, Any], rank: int, workers: int, port: int, result
     _join_group(rank, workers, port, on_gpu=False)
     try:
         worker = Worker(p, rank, workers, torch.device("cpu"))
-        worker.step(0)
+        worker.step(synthetic_batch(p, rank, 0, torch.device("cpu")))
         results.put((rank, worker.checksum()))
     finally:
         dist.destroy_process_group()
