@@ -126,7 +126,8 @@ def add_scaling_columns(df: pd.DataFrame) -> pd.DataFrame:
     """The rows with their configuration's speedup and parallel efficiency (NaN where no
     one-device twin ran)."""
     df = df.drop(columns=[c for c in SCALING_COLUMNS if c in df.columns])
-    ok = df[(df["status"] == "ok") & df["items_per_s"].notna()] if "items_per_s" in df else df
+    ok = (df[(df["status"] == "ok") & df["items_per_s"].notna()] if "items_per_s" in df
+          else df.iloc[0:0])
     if not len(ok):
         for column in SCALING_COLUMNS:
             df[column] = float("nan")

@@ -8,13 +8,14 @@ keeps its traceback. Heavy modules are imported inside the commands that need th
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 
 from orchestrator.compare import RULE as COMPARE_RULE
-from orchestrator.errors import MatrixError
+from orchestrator.errors import MatrixError, MatrixWarning
 
 app = typer.Typer(
     help="Run deep-learning training benchmarks over a matrix of hardware and software stacks.",
@@ -285,10 +286,25 @@ def compare(
         raise typer.Exit(1)
 
 
+def _show_matrix_warnings_in_one_line() -> None:
+    """A MatrixWarning (a torn journal line, say) is one yellow line, not a source excerpt."""
+    default = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if issubclass(category, MatrixWarning):
+            typer.secho(f"warning: {message}", fg="yellow", err=True)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 def main() -> None:
     from orchestrator.redact import guard_logging
 
     guard_logging()
+    _show_matrix_warnings_in_one_line()
     try:
         app()
     except MatrixError as exc:

@@ -17,20 +17,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from orchestrator import failpoints
 from orchestrator.budget import BudgetGuard
 from orchestrator.errors import DispatchError
 from orchestrator.executors import execute
 from orchestrator.executors.outcome import ToolInfo, not_run_records
 from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
-from orchestrator.records import CellRecord, Record, Status, parse_record
+from orchestrator.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.spec import Hardware
 
 HW_PREFIX = "hw:"
 EMBEDDED_OBJECT_STORE_BYTES = 100 * 1024 * 1024
-LOST_NODE_RETRIES = 1  # Ray reruns a task whose node died on another node with the resource
+LOST_NODE_RETRIES = 1  # a cell whose node died runs once more, on another node of its hardware
 WAIT_POLL_S = 1.0  # how often the deadlines of waiting cells are checked
-# A submitted cell starts at once unless no node can take it (its nodes died, or are still
+# A submitted cell starts at once unless no node can take it yet (an autoscaler's nodes still
 # booting): past its timeout plus this, it is given up as node_lost.
 NODE_WAIT_GRACE_S = 600.0
 
@@ -99,6 +100,7 @@ class RayDispatcher:
         finally:
             if sigterm is not None:
                 signal.signal(signal.SIGTERM, sigterm)
+        failpoints.reached("ray-start")  # the fault tests kill a sweep here, Ray just up
         self._task = ray.remote(_run_cell_on_node)
 
     def offered(self) -> set[str] | None:
@@ -109,14 +111,19 @@ class RayDispatcher:
 
     def run(self, cells: list[Cell], images: dict[str, ImageRef],
             guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
-        """Submit as many cells of each hardware as nodes offer it (one in embedded mode),
-        yield each as it ends, and give up on a cell that no node started within its
-        timeout plus the grace (`node_lost`), so no cell waits forever. With a `guard`, a
-        cell that could take the spend past the budget waits for running cells to end,
-        and is `budget_stopped` when none runs."""
+        """Submit as many cells of each hardware as nodes offer it (one in embedded mode)
+        and yield each as it ends. A cell whose node died runs again on another node of its
+        hardware; where none is left, it waits its timeout for one and is `node_lost`. A
+        cell no node ever started is given up after its timeout plus the grace for nodes to
+        boot, so no cell waits forever. With a `guard`, a cell that could take the spend
+        past the budget waits for running cells to end, and is `budget_stopped` when none
+        runs."""
         ray = self.ray
         queue = list(cells)
+        attempt: dict[str, int] = {cell.cell_id: 1 for cell in cells}
         in_flight: dict[Any, tuple[Cell, float]] = {}  # ref -> (cell, submitted at)
+        seen: set[str] = set()  # hardware a live node has offered during this sweep
+        unoffered_since: dict[str, float] = {}  # hardware offered once, now by no node
         try:
             while queue or in_flight:
                 running = [c for c, _ in in_flight.values()]
@@ -131,28 +138,36 @@ class RayDispatcher:
                     running.append(cell)
                     ref = self._task.options(
                         resources={hw_resource(cell.hardware.name): 1.0},
-                        num_gpus=cell.hardware.gpus, num_cpus=0,
-                        max_retries=LOST_NODE_RETRIES, name=f"cell-{cell.cell_id}",
+                        num_gpus=cell.hardware.gpus, num_cpus=0, max_retries=0,
+                        name=f"cell-{cell.cell_id}",
                     ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
                              images.get(cell.stack.name))
                     in_flight[ref] = (cell, time.monotonic())
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
                 for ref in ready:
                     cell, _ = in_flight.pop(ref)
-                    records = self._collect(ref, cell)
+                    records, lost = self._collect(ref, cell)
+                    if lost and attempt[cell.cell_id] <= LOST_NODE_RETRIES:
+                        attempt[cell.cell_id] += 1
+                        queue.insert(0, cell)  # again, on another node of its hardware
+                        continue
+                    records = with_attempts(records, attempt[cell.cell_id])
                     _account(guard, cell, records)
                     yield cell, records
                 now = time.monotonic()
+                offered = self.offered()
+                if offered is not None:
+                    seen |= offered
+                    unoffered_since = {name: unoffered_since.get(name, now)
+                                       for name in seen - offered}
                 for ref, (cell, since) in list(in_flight.items()):
-                    # Ray may rerun a cell whose node died: each attempt may take its timeout.
-                    if now - since > (1 + LOST_NODE_RETRIES) * cell.timeout_s + \
-                            self.node_wait_grace_s:
+                    reason = self._given_up(cell, now - since,
+                                            now - unoffered_since.get(cell.hardware.name, now))
+                    if reason:
                         ray.cancel(ref, force=False)
                         del in_flight[ref]
-                        yield cell, lost_node_records(
-                            cell, f"no node finished the cell within its timeout "
-                                  f"({cell.timeout_s:g} s per attempt) plus "
-                                  f"{self.node_wait_grace_s:g} s for a node to come")
+                        yield cell, with_attempts(lost_node_records(cell, reason),
+                                                   attempt[cell.cell_id])
         finally:
             # Interrupted: each task's executor kills its worker group or removes its
             # container as Ray stops the task. A cancelled task blocked in a wait does not
@@ -160,6 +175,17 @@ class RayDispatcher:
             # the sweep also removes the run's containers from this machine's engine.
             for ref in in_flight:
                 ray.cancel(ref, force=False)
+
+    def _given_up(self, cell: Cell, waited_s: float, unoffered_s: float) -> str | None:
+        """Why a submitted cell is given up as node_lost now, or None while it may end."""
+        name = hw_resource(cell.hardware.name)
+        if unoffered_s > cell.timeout_s:
+            return (f"the node offering {name} was lost and no other node offered it "
+                    f"within the cell's timeout ({cell.timeout_s:g} s)")
+        if waited_s > cell.timeout_s + self.node_wait_grace_s:
+            return (f"no node finished the cell within its timeout ({cell.timeout_s:g} s) "
+                    f"plus {self.node_wait_grace_s:g} s for a node to come")
+        return None
 
     def _submittable(self, queue: list[Cell], running: list[Cell]) -> list[Cell]:
         """The queued cells that a node can start now: per hardware, as many as nodes
@@ -180,13 +206,16 @@ class RayDispatcher:
                 chosen.append(cell)
         return chosen
 
-    def _collect(self, ref: Any, cell: Cell) -> list[Record]:
+    def _collect(self, ref: Any, cell: Cell) -> tuple[list[Record], bool]:
+        """The cell's records, and whether its node or worker process died under it."""
         try:
-            return [parse_record(raw) for raw in self.ray.get(ref)]
-        except self.ray.exceptions.RayTaskError:
+            return [parse_record(raw) for raw in self.ray.get(ref)], False
+        except self.ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, OSError):
+                raise exc.cause from None  # the node's disk or files: the sweep judges it
             raise  # our own executor failed: a bug, shown with its traceback
-        except self.ray.exceptions.RayError as exc:  # node or worker died, retries spent
-            return lost_node_records(cell, str(exc).splitlines()[0])
+        except self.ray.exceptions.RayError as exc:  # its node or its Ray worker died
+            return lost_node_records(cell, str(exc).splitlines()[0]), True
 
     def close(self) -> None:
         self.ray.shutdown()
@@ -194,8 +223,7 @@ class RayDispatcher:
 
 def lost_node_records(cell: Cell, reason: str) -> list[Record]:
     """The records of a cell whose node went away before it reported."""
-    return not_run_records(cell, Status.NODE_LOST, f"node lost: {reason}",
-                           attempts=1 + LOST_NODE_RETRIES)
+    return not_run_records(cell, Status.NODE_LOST, f"node lost: {reason}")
 
 
 def budget_stopped_records(cell: Cell, reason: str) -> list[Record]:

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+class MatrixWarning(UserWarning):
+    """Something the user should know that does not stop the command; shown as one line."""
+
+
 class MatrixError(Exception):
     """Bad input or a bad environment: the user can fix it, no traceback needed."""
 
@@ -41,6 +45,10 @@ class RunLockedError(MatrixError):
 
 class RunNotFoundError(MatrixError):
     """A run directory that does not exist or holds no journal."""
+
+
+class DiskFullError(MatrixError):
+    """The run directory's file system filled up while results were written."""
 
 
 class DispatchError(MatrixError):

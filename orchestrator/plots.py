@@ -10,11 +10,13 @@ plotted values back from the figure's artists before it is saved.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis import DEVICE_PARAMS, config_labels, twin_keys
 from orchestrator.markdown import MIB, fmt
+from orchestrator.results import atomic_write
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -123,6 +125,9 @@ def workload_figures(summary: pd.DataFrame, workload: str, unit: str
 
 
 def save(figure: Figure, path: Path) -> Path:
+    """The figure as PNG, replacing `path` atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, dpi=DPI, format="png")
+    atomic_write(path, buffer.getvalue())
     return path

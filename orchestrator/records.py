@@ -186,3 +186,11 @@ def parse_record(raw: dict[str, Any]) -> Record:
     if kind not in RECORD_TYPES:
         raise ValueError(f"unknown record kind {kind!r}")
     return RECORD_TYPES[kind].model_validate(raw)
+
+
+def with_attempts(records: list[Record], attempts: int) -> list[Record]:
+    """A cell attempt's batch with its cell record (the last) counting `attempts`."""
+    cell = records[-1]
+    if not isinstance(cell, CellRecord) or cell.attempts == attempts:
+        return records
+    return [*records[:-1], cell.model_copy(update={"attempts": attempts})]

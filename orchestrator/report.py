@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator import failpoints
 from orchestrator.analysis import NOISY_SPREAD, best_choices, config_summary
 from orchestrator.markdown import (
     fmt,
@@ -49,6 +50,7 @@ def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (
             save(figure, out_dir / relative)
             figures.setdefault(workload, []).append((figure.axes[0].get_title(), relative))
     text = render(df, title or out_dir.name, skipped, figures, now)
+    failpoints.reached("report")  # the fault tests kill a sweep here, figures written
     path = out_dir / "report.md"
     atomic_write(path, text.encode())
     return path

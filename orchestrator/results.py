@@ -9,6 +9,8 @@ derived from the journal and rewritten atomically.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import socket
@@ -16,11 +18,12 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import ValidationError
 
-from orchestrator.errors import RunLockedError, RunNotFoundError
+from orchestrator import failpoints
+from orchestrator.errors import DiskFullError, MatrixWarning, RunLockedError, RunNotFoundError
 from orchestrator.records import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -38,9 +41,10 @@ JOURNAL = "results.jsonl"
 PARQUET = "results.parquet"
 REPORT = "report.md"
 LOCK = "run.lock"
+FULL = (errno.ENOSPC, errno.EDQUOT)  # what a full disk or quota raises
 
 
-class JournalWarning(UserWarning):
+class JournalWarning(MatrixWarning):
     """A journal line that could not be used (torn by a kill, or corrupted)."""
 
 
@@ -56,11 +60,23 @@ class CellResult:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write through a temporary file and a rename, so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno in FULL:
+            raise disk_full(path, exc) from None
+        raise
+
+
+def disk_full(path: Path, exc: OSError) -> DiskFullError:
+    return DiskFullError(f"no space left on the device of {path} ({exc.strerror}); the "
+                         "journal holds every cell that ended before: free space and run "
+                         "the same command again to resume")
 
 
 class ResultStore:
@@ -77,38 +93,85 @@ class ResultStore:
 
     # -- ownership -------------------------------------------------------------------------
     def acquire(self) -> None:
-        """Own the run directory for one sweep; RunLockedError if a live sweep owns it."""
+        """Own the run directory for one sweep; RunLockedError if a live sweep owns it.
+
+        The lock is an flock on `run.lock`, which the kernel drops when its owner dies
+        (SIGKILL included), so a dead sweep's lock never blocks and two sweeps starting at
+        once cannot both win. The file names the owner (pid, host) for the message.
+        """
         for folder in (self.root, self.logs, self.cells):
             folder.mkdir(parents=True, exist_ok=True)
         lock = self.root / LOCK
-        me = {"pid": os.getpid(), "host": socket.gethostname()}
         while True:
+            fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
             try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
                 owner = _read_lock(lock)
-                if owner and owner.get("host") == me["host"] and not _alive(owner.get("pid")):
-                    lock.unlink(missing_ok=True)  # a dead sweep's lock: take it over
-                    continue
                 raise RunLockedError(
-                    f"{self.root} is in use by pid {owner.get('pid')} on {owner.get('host')} "
-                    f"(remove {lock} if that sweep is gone)") from None
-            with os.fdopen(fd, "w") as handle:
-                json.dump(me, handle)
+                    f"{self.root} is in use by pid {owner.get('pid')} on {owner.get('host')}: "
+                    "one sweep at a time owns a run directory; wait for it to end or stop "
+                    "it") from None
+            if not _same_file(fd, lock):  # its owner removed it as we opened it: again
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
+            self._lock_fd = fd
+            self.repair_torn_tail()
             return
 
     def release(self) -> None:
-        lock = self.root / LOCK
-        owner = _read_lock(lock)
-        if owner.get("pid") == os.getpid():
-            lock.unlink(missing_ok=True)
+        fd = getattr(self, "_lock_fd", None)
+        if fd is None:
+            return
+        (self.root / LOCK).unlink(missing_ok=True)  # while still held: see _same_file
+        os.close(fd)
+        self._lock_fd = None
 
     # -- journal ---------------------------------------------------------------------------
     def append(self, records: Iterable[Record]) -> None:
-        """Append one cell attempt's records as one batch and fsync it."""
-        lines = "".join(r.model_dump_json(exclude_none=True) + "\n" for r in records)
-        with open(self.journal, "a", encoding="utf-8") as handle:
-            handle.write(lines)
+        """Append one cell attempt's records as one batch and fsync it. On a full disk the
+        journal is cut back to where it was (no half batch) and DiskFullError raised."""
+        data = "".join(r.model_dump_json(exclude_none=True) + "\n" for r in records).encode()
+        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                half = len(data) // 2
+                _write_all(fd, data[:half])
+                failpoints.reached("journal-append")  # the fault tests tear a batch here
+                _write_all(fd, data[half:])
+                os.fsync(fd)
+            except OSError as exc:
+                if exc.errno not in FULL:
+                    raise
+                os.ftruncate(fd, size)
+                raise disk_full(self.journal, exc) from None
+        finally:
+            os.close(fd)
+
+    def repair_torn_tail(self) -> None:
+        """End a last line that a kill left without its newline, so the next batch cannot
+        merge into it: a complete record keeps its line, a torn one is cut off with a
+        warning (its batch has no cell record, so that cell runs again)."""
+        if not self.journal.exists():
+            return
+        with open(self.journal, "r+b") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = _last_line_start(handle, size)
+            handle.seek(start)
+            tail = handle.read()
+            if not tail or tail.endswith(b"\n"):
+                return
+            try:
+                parse_record(_migrate(json.loads(tail)))
+                handle.write(b"\n")
+            except (ValueError, ValidationError):
+                handle.truncate(start)
+                warnings.warn(f"{self.journal}: torn last line ({len(tail)} bytes, a kill "
+                              "while writing?) dropped", JournalWarning, stacklevel=2)
             handle.flush()
             os.fsync(handle.fileno())
 
@@ -205,8 +268,35 @@ def _migrate(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _last_line_start(handle: BinaryIO, size: int, block: int = 65536) -> int:
+    """The offset just after the file's last newline before its final byte (0 if none)."""
+    end = max(size - 1, 0)
+    while end > 0:
+        begin = max(end - block, 0)
+        handle.seek(begin)
+        found = handle.read(end - begin).rfind(b"\n")
+        if found >= 0:
+            return begin + found + 1
+        end = begin
+    return 0
+
+
 def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:200]
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 def _read_lock(lock: Path) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
 from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import SweepProgress
-from orchestrator.records import CellRecord, Record
+from orchestrator.records import CellRecord, Record, with_attempts
 from orchestrator.report import write_report
-from orchestrator.results import ResultStore
+from orchestrator.results import FULL, ResultStore, disk_full
 from orchestrator.spec import MatrixSpec, load_spec
 
 if TYPE_CHECKING:
@@ -91,6 +91,10 @@ def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> Sweep
     previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         return _run_locked(spec, store, options, console)
+    except OSError as exc:
+        if exc.errno in FULL:  # a cell's files or the outputs: the journal is whole
+            raise disk_full(Path(exc.filename or store.root), exc) from None
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
         store.release()
@@ -181,12 +185,19 @@ class _Intake:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.attempts = Counter(r.cell_id for r in self.store.read()
-                                if isinstance(r, CellRecord))
+        self.attempts: dict[str, int] = {}  # cell_id -> attempts journalled so far
+        for record in self.store.read():
+            if isinstance(record, CellRecord):
+                self.attempts[record.cell_id] = max(record.attempts,
+                                                    self.attempts.get(record.cell_id, 0))
 
     def take(self, cell: Cell, records: list[Record]) -> None:
         with self.lock:
-            records = _with_attempt(records, self.attempts[cell.cell_id] + 1)
+            record = records[-1]
+            assert isinstance(record, CellRecord)
+            attempts = self.attempts.get(cell.cell_id, 0) + record.attempts
+            self.attempts[cell.cell_id] = attempts
+            records = with_attempts(records, attempts)
             records = with_price(records, cell.hardware.instance_type,
                                  self.prices.get(cell.hardware.name))
             self.store.append(records)
@@ -301,13 +312,6 @@ def _upload(run_dir: Path, uri: str, region: str, console: Console) -> None:
                       f"is complete in {run_dir})")
         return
     console.print(f"uploaded: {len(keys)} files to {uri.rstrip('/')}/{run_dir.name}/")
-
-
-def _with_attempt(records: list[Record], attempt: int) -> list[Record]:
-    cell = records[-1]
-    if isinstance(cell, CellRecord) and attempt > cell.attempts:
-        records = [*records[:-1], cell.model_copy(update={"attempts": attempt})]
-    return records
 
 
 def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:

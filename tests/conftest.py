@@ -80,6 +80,7 @@ class RayCluster:
     address: str
     dashboard_url: str  # where Ray jobs are submitted (the head driver of EC2 sweeps)
     node_of_hw: dict[str, str]  # hardware name -> Ray node id offering it
+    cluster: object  # ray.cluster_utils.Cluster: the node-loss tests add and kill nodes
 
 
 @pytest.fixture(scope="session")
@@ -112,7 +113,7 @@ def ray_cluster() -> Iterator[RayCluster]:
         nodes = {"node-a": cluster.head_node.node_id,
                  "node-b": next(n.node_id for n in cluster.worker_nodes)}
         yield RayCluster(address=cluster.address, dashboard_url=f"http://127.0.0.1:{port}",
-                         node_of_hw=nodes)
+                         node_of_hw=nodes, cluster=cluster)
     finally:
         cluster.shutdown()
 

@@ -58,6 +58,36 @@ def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path):
     assert [r.cell.cell_id for r in results] == ["a"]
 
 
+def test_a_torn_tail_is_cut_before_the_next_batch_is_appended(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a"))
+    good = store.journal.read_bytes()
+    with open(store.journal, "ab") as handle:
+        handle.write(b'{"schema_version": 2, "run": "r", "cell_id": "b", "rec')
+    with pytest.warns(JournalWarning, match="torn last line"):
+        store.acquire()
+    assert store.journal.read_bytes() == good
+    store.append(batch("b"))
+    assert [r.cell.cell_id for r in store.results()] == ["a", "b"]  # no warning: no torn line
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a"))
+    store.journal.write_bytes(store.journal.read_bytes().rstrip(b"\n"))
+    store.acquire()
+    store.append(batch("b"))
+    results = {r.cell.cell_id: r for r in store.results()}
+    assert set(results) == {"a", "b"} and results["a"].cell.status == "ok"
+
+
+def test_a_journal_of_cells_without_measurements_makes_a_frame(tmp_path):
+    store = ResultStore(tmp_path)
+    store.append(batch("a", status="node_lost", epochs=0))
+    df = store.frame()
+    assert list(df["status"]) == ["node_lost"] and df["speedup_ratio"].isna().all()
+
+
 def test_a_torn_batch_is_not_counted_twice(tmp_path):
     store = ResultStore(tmp_path)
     store.append(batch("a", rate=1.0)[:-1])  # killed before the cell record

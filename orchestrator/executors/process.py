@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
@@ -24,6 +25,7 @@ from orchestrator.redact import SECRET_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a child gets when its parent dies
 
 
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
@@ -36,7 +38,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
             [sys.executable, "-m", "orchestrator.worker", str(files.cell), str(files.out)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=_worker_env(cell), cwd=run_root, start_new_session=True,
-            preexec_fn=_limit_memory(cell.memory_limit_mb),
+            preexec_fn=_child_setup(cell.memory_limit_mb),
         )
         # A blocking wait returns the moment the worker exits; Popen.wait(timeout=...) polls
         # with sleeps of up to 50 ms, which cost every cell about 35 ms (bench/overhead.py).
@@ -79,15 +81,32 @@ def _worker_env(cell: Cell) -> dict[str, str]:
     return env
 
 
-def _limit_memory(limit_mb: int | None):
-    if limit_mb is None:
-        return None
-    limit = limit_mb * 1024 * 1024
+def _child_setup(limit_mb: int | None) -> Callable[[], None]:
+    """What the worker does between fork and exec: die with the executor that started it
+    (a SIGKILLed sweep or a lost Ray node leaves no worker behind to write into the run
+    directory), and stay under the cell's memory limit (RLIMIT_AS: a real MemoryError)."""
+    parent = os.getpid()
+    prctl = _prctl()
+    limit = None if limit_mb is None else limit_mb * 1024 * 1024
 
-    def apply() -> None:  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    def apply() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:  # the executor died before the line above
+                os._exit(1)
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     return apply
+
+
+def _prctl() -> Callable[..., int] | None:
+    """Linux's prctl, looked up before the fork (nothing is loaded in the child)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
 
 
 def _kill_group(process: subprocess.Popen) -> None:

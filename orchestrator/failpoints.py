@@ -1,0 +1,30 @@
+"""Fail points: named places where the fault tests kill this process with a real SIGKILL.
+
+`MATRIX_BENCH_KILL_AT=journal-append:2` kills the process the second time it reaches the
+point `journal-append`. Unset (always, outside the tests) a fail point is one environment
+lookup. This is how the suite stops `matrix run` at moments no timer can hit reliably:
+half-way through a journal write, or while the report renders (docs/RELIABILITY.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+
+ENV = "MATRIX_BENCH_KILL_AT"
+POINTS = ("ray-start", "journal-append", "report")  # where `reached` is called
+_reached: Counter[str] = Counter()
+
+
+def reached(point: str) -> None:
+    """SIGKILL this process if the environment names `point` and its count is due."""
+    armed = os.environ.get(ENV)
+    if not armed:
+        return
+    name, _, nth = armed.partition(":")
+    if name != point:
+        return
+    _reached[point] += 1
+    if _reached[point] >= int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
