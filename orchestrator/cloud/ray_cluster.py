@@ -72,6 +72,13 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
         "available_node_types": node_types,
         "head_node_type": HEAD_TYPE,
         "setup_commands": setup_commands,
+        # Ray's AWS default serves the dashboard (which runs jobs) on 0.0.0.0; here it
+        # answers on the head's loopback only, reached through the run's SSH tunnel.
+        "head_start_ray_commands": [
+            "ray stop",
+            "ulimit -n 65536; ray start --head --port=6379 --object-manager-port=8076 "
+            "--autoscaling-config=~/ray_bootstrap_config.yaml --dashboard-host=127.0.0.1",
+        ],
     }
 
 
