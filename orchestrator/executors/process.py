@@ -19,13 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.host import die_with_parent_setter
 from orchestrator.matrix import Cell
 from orchestrator.records import Record
 from orchestrator.redact import SECRET_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a child gets when its parent dies
 
 
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
@@ -86,27 +86,17 @@ def _child_setup(limit_mb: int | None) -> Callable[[], None]:
     (a SIGKILLed sweep or a lost Ray node leaves no worker behind to write into the run
     directory), and stay under the cell's memory limit (RLIMIT_AS: a real MemoryError)."""
     parent = os.getpid()
-    prctl = _prctl()
+    die_with_parent = die_with_parent_setter()
     limit = None if limit_mb is None else limit_mb * 1024 * 1024
 
     def apply() -> None:
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != parent:  # the executor died before the line above
-                os._exit(1)
+        die_with_parent()
+        if os.getppid() != parent:  # the executor died before the line above
+            os._exit(1)
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     return apply
-
-
-def _prctl() -> Callable[..., int] | None:
-    """Linux's prctl, looked up before the fork (nothing is loaded in the child)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).prctl
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -6,13 +6,20 @@ the session's Ray cluster and, for the executor itself, without Ray.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
 import pytest
 
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.executors.process import run_cell
 from orchestrator.matrix import expand
 from orchestrator.spec import load_spec
-from tests.conftest import cell_records, run_cli
+from tests.conftest import PROJECT, cell_records, run_cli
 
 FAULTS = """
 name: faults
@@ -103,3 +110,30 @@ def test_a_worker_sees_exactly_its_cells_gpus(monkeypatch):
     assert (env_for(0), env_for(1), env_for(2)) == ("", "0", "0,1")  # a --no-ray run
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6")  # chosen by Ray, or by the user
     assert (env_for(0), env_for(2)) == ("", "3,5")
+
+
+
+GRANDCHILD = """
+import os, sys, time
+from orchestrator.host import die_with_parent_setter
+die_with_parent_setter()()
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+def test_a_process_that_asked_to_die_with_its_parent_does(tmp_path):
+    """The mechanism behind a worker (and nmt_dp's ranks) never outliving a killed parent."""
+    pid_file = tmp_path / "grandchild.pid"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time; "
+         "subprocess.Popen([sys.executable, '-c', sys.argv[1], sys.argv[2]]); time.sleep(120)",
+         GRANDCHILD, str(pid_file)], env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the grandchild never started"
+        time.sleep(0.1)
+    grandchild = psutil.Process(int(pid_file.read_text()))
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    grandchild.wait(timeout=10)  # psutil.TimeoutExpired if it outlived its parent

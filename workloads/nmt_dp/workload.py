@@ -22,6 +22,7 @@ import torch.distributed as dist
 from torch import nn
 
 from orchestrator.context import Context, Unsupported
+from orchestrator.host import die_with_parent_setter
 from orchestrator.measure import TorchCudaProbe, no_sync
 
 PAD, BOS = 0, 1  # token ids; real words are 2..vocab-1
@@ -230,7 +231,9 @@ def _join_group(rank: int, workers: int, port: int, on_gpu: bool) -> None:
 
 def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: bool,
                 rounds: int) -> None:
-    """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed."""
+    """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed. Each dies
+    with rank 0, so a killed cell leaves no rank waiting in a collective."""
+    die_with_parent_setter()()
     device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
     if on_gpu:
         torch.cuda.set_device(device)
