@@ -27,6 +27,7 @@ class SpecError(MatrixError):
     problem: str  # what is wrong and what was expected
 
     def __post_init__(self) -> None:
+        self.problem = " ".join(self.problem.split())  # always one line at the CLI
         super().__init__(str(self))
 
     def __str__(self) -> str:

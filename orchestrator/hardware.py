@@ -8,6 +8,7 @@ were judged against and its source, so a figure above it is caught as implausibl
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +82,23 @@ def instance_type_problem(name: str, gpus: int) -> str | None:
             "has no GPU"
         return f"{name} {has}, the entry asks for gpus: {gpus}"
     return None
+
+
+def region_problem(region: str) -> str | None:
+    """Why `region` is no AWS region, or None: judged by botocore's endpoint data where the
+    cloud extra is installed, else by the shape of a region name."""
+    try:
+        import botocore.session
+    except ImportError:
+        if re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region):
+            return None
+        return f"{region!r} is not an AWS region name (e.g. us-east-1)"
+    session = botocore.session.get_session()
+    known = {r for partition in session.get_available_partitions()
+             for r in session.get_available_regions("ec2", partition_name=partition)}
+    if region in known:
+        return None
+    return f"unknown AWS region {region!r} (e.g. us-east-1, us-west-2, eu-west-1)"
 
 
 def described_instance_types(ec2: Any, names: list[str]) -> dict[str, InstanceType]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
@@ -24,6 +25,7 @@ from orchestrator.spec import (
     WorkloadEntry,
     entry_grid,
 )
+from orchestrator.spec_yaml import LocatedYaml
 
 ID_LENGTH = 16
 
@@ -99,24 +101,71 @@ def incompatibility(cell: Cell) -> str | None:
 
 def _all_cells(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
     chosen: dict[str, tuple[Cell, str | None]] = {}
+    for cell in _crossed(spec):
+        rule = next((r for r in spec.exclude if _matches(r, cell)), None)
+        reason = None if rule is None else f"excluded by {_describe(rule)}"
+        chosen.setdefault(cell.cell_id, (cell, reason))
+    for rule in spec.include:
+        for cell in _included(spec, rule):
+            chosen[cell.cell_id] = (cell, None)  # include wins over exclude
+    return sorted(chosen.values(), key=lambda pair: _sort_key(pair[0]))
+
+
+def _crossed(spec: MatrixSpec) -> Iterator[Cell]:
+    """The cells of the cross product, before any rule."""
     for hardware, stack, entry in itertools.product(spec.hardware, spec.stacks, spec.workloads):
         for params in _combinations(entry_grid(entry)):
-            for cell in _cells(spec, hardware, stack, entry, params):
-                rule = next((r for r in spec.exclude if _matches(r, cell)), None)
-                reason = None if rule is None else f"excluded by {_describe(rule)}"
-                chosen.setdefault(cell.cell_id, (cell, reason))
-    for rule in spec.include:
-        entry = spec.workload_entry(str(rule.workload))
-        grid = entry_grid(entry) | {k: v if isinstance(v, list) else [v]
-                                    for k, v in rule.params.items()}
-        for hardware, stack in itertools.product(spec.hardware, spec.stacks):
-            if not (_name_matches(rule.hardware, hardware.name)
-                    and _name_matches(rule.stack, stack.name)):
-                continue
+            yield from _cells(spec, hardware, stack, entry, params)
+
+
+def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
+    """The cells an include rule adds: its workload's grid, its params replacing axes."""
+    entry = spec.workload_entry(str(rule.workload))
+    grid = entry_grid(entry) | {k: v if isinstance(v, list) else [v]
+                                for k, v in rule.params.items()}
+    for hardware, stack in itertools.product(spec.hardware, spec.stacks):
+        if _name_matches(rule.hardware, hardware.name) and _name_matches(rule.stack, stack.name):
             for params in _combinations(grid):
-                for cell in _cells(spec, hardware, stack, entry, params):
-                    chosen[cell.cell_id] = (cell, None)  # include wins over exclude
-    return sorted(chosen.values(), key=lambda pair: _sort_key(pair[0]))
+                yield from _cells(spec, hardware, stack, entry, params)
+
+
+def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """Refuse a grid that cannot be what its author meant: more cells than `max_cells`
+    (counted before any is built), a rule without effect (an exclude rule that matches
+    nothing or whose cells the includes all add back, an include rule that adds nothing
+    new), or no cell left at all. Include wins over exclude: excluding a set and including
+    part of it back is how a grid is carved."""
+    sizes = [math.prod(len(v) for v in entry_grid(e).values()) for e in spec.workloads]
+    total = sum(sizes) * len(spec.hardware) * len(spec.stacks) * spec.repeats
+    for rule in spec.include:
+        grid = entry_grid(spec.workload_entry(str(rule.workload))) | {
+            k: v if isinstance(v, list) else [v] for k, v in rule.params.items()}
+        total += math.prod(len(v) for v in grid.values()) * len(spec.hardware) * \
+            len(spec.stacks) * spec.repeats
+    if total > spec.max_cells:
+        biggest = max(range(len(sizes)), key=sizes.__getitem__)
+        raise doc.error(("workloads", biggest, "params"),
+                        f"the matrix expands to {total:,} cells, over max_cells "
+                        f"{spec.max_cells:,}: narrow the grid, or raise max_cells (a top-level "
+                        "key) if you mean it")
+    crossed = list(_crossed(spec))
+    included = [{c.cell_id for c in _included(spec, rule)} for rule in spec.include]
+    added_back = set().union(*included)
+    for index, rule in enumerate(spec.exclude):
+        removed = {c.cell_id for c in crossed if _matches(rule, c)}
+        if not removed:
+            raise doc.error(("exclude", index), "this rule matches no cell of the matrix (a "
+                                                "typo, or a rule left over?)")
+        if removed <= added_back:
+            raise doc.error(("exclude", index), "this rule has no effect: the include rules "
+                                                "add back every cell it removes")
+    kept = {c.cell_id for c in crossed if not any(_matches(r, c) for r in spec.exclude)}
+    for index, cells in enumerate(included):
+        if cells <= kept:
+            raise doc.error(("include", index), "this rule adds no cell: each one is in the "
+                                                "matrix already")
+    if not expand(spec):
+        raise doc.error(("exclude",), "no cell is left once the exclude rules are applied")
 
 
 def _combinations(grid: dict[str, list[Scalar]]) -> Iterator[dict[str, Scalar]]:

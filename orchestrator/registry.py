@@ -7,6 +7,7 @@ its presets, the metrics it reports and a rough time per epoch for plans.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -50,6 +51,8 @@ class ParamDecl(BaseModel):
             return f"expected {self.type}, got a boolean ({value!r})"
         if not isinstance(value, _PY_TYPES[self.type]):
             return f"expected {self.type}, got {type(value).__name__} ({value!r})"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"expected a finite number, got {value!r}"
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(str(c) for c in self.choices)
             return f"{value!r} is not one of: {allowed}"

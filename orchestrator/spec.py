@@ -14,7 +14,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import SpecError, UnknownWorkloadError
-from orchestrator.hardware import instance_type_problem
+from orchestrator.framework_builds import cuda_build_problem
+from orchestrator.hardware import instance_type_problem, region_problem
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
 from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
 
@@ -28,7 +29,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 class _Strict(BaseModel):
     # strict: "3" is not an int and 1 is not a bool; extra="forbid": typos are errors.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class Hardware(_Strict):
@@ -134,6 +135,7 @@ class MatrixSpec(_Strict):
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
     aws: Aws | None = None  # needed by EC2 hardware
+    max_cells: int = Field(default=10_000, ge=1)  # a bigger grid is refused as a likely slip
 
     def workload_entry(self, name: str) -> WorkloadEntry:
         return next(w for w in self.workloads if w.name == name)
@@ -150,7 +152,8 @@ def load_spec(path: Path | str) -> MatrixSpec:
     """Read, validate and check a matrix file; SpecError on the first problem found."""
     doc = read_yaml(Path(path))
     if not isinstance(doc.data, dict):
-        kind = "empty" if doc.data is None else f"a {type(doc.data).__name__}"
+        kind = "empty" if doc.data is None else "a list" if isinstance(doc.data, list) \
+            else "a single value"
         raise doc.error((), f"the top level must be a mapping of keys (name, hardware, ...), "
                             f"but the file is {kind}")
     try:
@@ -163,7 +166,9 @@ def load_spec(path: Path | str) -> MatrixSpec:
 
 
 def _first_error(doc: LocatedYaml, exc: ValidationError) -> SpecError:
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # Within a union (a parameter value), "not finite" says more than "not a boolean".
+    err = next((e for e in errors if e["type"] == "finite_number"), errors[0])
     # pydantic puts union member names (e.g. "list[...]", "function-after[...]") into loc.
     loc: PathKey = tuple(p for p in err["loc"] if not _is_pydantic_tag(p))
     kind, given = err["type"], err.get("input")
@@ -209,6 +214,9 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
                 raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
             seen.add(item.name)
     uses_ec2 = any(h.kind == "ec2" for h in spec.hardware)
+    problem = region_problem(spec.aws.region) if spec.aws else None
+    if problem:
+        raise doc.error(("aws", "region"), problem)
     if uses_ec2 and (spec.aws is None or spec.aws.instance_profile is None):
         where = ("aws", "instance_profile") if spec.aws else ("hardware",)
         raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
@@ -223,6 +231,10 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
     for index, stack in enumerate(spec.stacks):
         if stack.effective_executor == "docker":
             _check_image_stack(stack, images, doc, ("stacks", index))
+        if stack.cuda and stack.framework:
+            problem = cuda_build_problem(stack.framework, stack.framework_version, stack.cuda)
+            if problem:
+                raise doc.error(("stacks", index, "cuda"), problem)
     for key in ("wheelhouse", "ca_bundle"):
         given = getattr(images, key)
         if given and not (Path(given).is_dir() if key == "wheelhouse" else Path(given).is_file()):
@@ -241,6 +253,9 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
     for section in ("include", "exclude"):
         for index, rule in enumerate(getattr(spec, section)):
             _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
+    from orchestrator.matrix import check_grid  # matrix builds on this module
+
+    check_grid(spec, doc)
 
 
 def resolve_image_paths(images: Images, base: Path) -> Images:

@@ -16,6 +16,7 @@ import yaml
 from orchestrator.errors import SpecError
 
 PathKey = tuple[str | int, ...]
+MAX_NODES = 100_000  # far beyond any real matrix; bounds what aliases can multiply
 
 
 class SpecLoader(yaml.SafeLoader):
@@ -65,27 +66,41 @@ def format_loc(loc: PathKey) -> str:
 def read_yaml(path: Path) -> LocatedYaml:
     """Parse `path`; SpecError (with a line where possible) on anything unreadable."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise SpecError(path, None, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(path, None, "", f"cannot read the file: {exc}") from None
+    except IsADirectoryError:
+        raise SpecError(path, None, "", "is a directory, not a matrix file") from None
+    except OSError as exc:
+        raise SpecError(path, None, "", f"cannot read the file: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise SpecError(path, line, "", f"not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                                        f"column {column})") from None
     try:
         node = yaml.compose(text, Loader=SpecLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise SpecError(path, mark.line + 1 if mark else None, "",
                         f"malformed YAML: {exc.problem or exc}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        line = text[:exc.position].count("\n") + 1
+        raise SpecError(path, line, "", f"malformed YAML: {exc.reason} "
+                                        f"(character {exc.character!r})") from None
     except yaml.YAMLError as exc:
         raise SpecError(path, None, "", f"malformed YAML: {exc}") from None
     lines: dict[PathKey, int] = {}
     if node is not None:
-        _index(node, (), lines, path)
+        _index(node, (), lines, path, set(), [MAX_NODES])
     try:
         data = yaml.load(text, Loader=SpecLoader)  # a SafeLoader: object tags are refused
     except yaml.MarkedYAMLError as exc:  # the safe loader refuses object tags
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
-        loc = min((loc for loc, at in lines.items() if at == line), key=len, default=())
+        loc = min((loc for loc, at in lines.items() if at == line and loc), key=len,
+                  default=())
         tag = re.search(r"'([^']+)'", exc.problem or "")
         what = f"tag {tag.group(1)} is" if tag else "this tag is"
         raise SpecError(path, line, format_loc(loc), f"{what} not allowed (plain YAML only)") \
@@ -93,8 +108,20 @@ def read_yaml(path: Path) -> LocatedYaml:
     return LocatedYaml(path=path, data=data, lines=lines)
 
 
-def _index(node: yaml.Node, loc: PathKey, lines: dict[PathKey, int], path: Path) -> None:
-    lines[loc] = node.start_mark.line + 1
+def _index(node: yaml.Node, loc: PathKey, lines: dict[PathKey, int], path: Path,
+           above: set[int], budget: list[int]) -> None:
+    """Record each path's line; refuse duplicate keys, an alias inside itself (a cycle)
+    and aliases that multiply the document past MAX_NODES (a "billion laughs")."""
+    line = node.start_mark.line + 1
+    if id(node) in above:
+        raise SpecError(path, line, format_loc(loc), "a YAML alias refers to a node that "
+                                                     "contains it (a cycle)")
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SpecError(path, line, format_loc(loc), f"the document expands to more than "
+                                                     f"{MAX_NODES:,} nodes (nested aliases?)")
+    lines[loc] = line
+    above = above | {id(node)}
     if isinstance(node, yaml.MappingNode):
         seen: set[object] = set()
         for key_node, value_node in node.value:
@@ -103,8 +130,8 @@ def _index(node: yaml.Node, loc: PathKey, lines: dict[PathKey, int], path: Path)
                 line = key_node.start_mark.line + 1
                 raise SpecError(path, line, format_loc((*loc, key)), "duplicate key")
             seen.add(key)
-            _index(value_node, (*loc, key), lines, path)
+            _index(value_node, (*loc, key), lines, path, above, budget)
             lines[(*loc, key)] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index(item, (*loc, index), lines, path)
+            _index(item, (*loc, index), lines, path, above, budget)

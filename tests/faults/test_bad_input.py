@@ -1,0 +1,184 @@
+"""Bad input is refused before anything runs: a corpus of broken or inconsistent matrix
+files, each answered with exit code 2 and one line naming the file, the line and the field;
+and the loader fuzzed with hypothesis, where every exception must be a clean SpecError.
+
+Each corpus file's first line says what is expected:
+`# expect: LINE FIELD :: FRAGMENT`, with `-` for a line or field the file cannot have.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.errors import MatrixError, SpecError
+from orchestrator.matrix import expand
+from orchestrator.spec import load_spec
+from tests.conftest import run_cli
+
+CORPUS = Path(__file__).parent / "bad_matrices"
+FILES = sorted(CORPUS.glob("*.yaml"))
+FUZZ = settings(max_examples=250, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def expectation(path: Path) -> tuple[int | None, str | None, str]:
+    header = path.read_bytes().split(b"\n", 1)[0].decode("ascii")
+    assert header.startswith("# expect: "), path
+    where, fragment = header.removeprefix("# expect: ").split(" :: ", 1)
+    line, field = where.split(" ", 1)
+    return (None if line == "-" else int(line)), (None if field == "-" else field), fragment
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """`matrix ARGS` in this process, through the same main() users run: (exit code, stderr)."""
+    from orchestrator.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["matrix", *args])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    return ended.value.code or 0, capsys.readouterr().err
+
+
+def expected_line(path: Path | str, line: int | None, field: str | None) -> str:
+    where = f"{path}:{line}" if line else f"{path}"
+    return f"error: {where}:" + (f" {field}:" if field else "")
+
+
+def test_the_corpus_covers_at_least_forty_cases():
+    assert len(FILES) >= 40
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f.stem for f in FILES])
+def test_a_bad_matrix_is_one_line_exit_2_and_nothing_runs(path, capsys, monkeypatch,
+                                                          tmp_path):
+    line, field, fragment = expectation(path)
+    code, err = cli(["validate", str(path)], capsys, monkeypatch)
+    assert code == 2, err
+    (message,) = err.strip().splitlines()
+    assert message.startswith(expected_line(path, line, field) + " "), message
+    assert fragment in message, message
+    run_dir = tmp_path / "run"
+    code, err = cli(["run", str(path), "-o", str(run_dir), "--no-ray"], capsys, monkeypatch)
+    assert (code, err.strip()) == (2, message)  # the same line, before anything starts
+    assert not run_dir.exists()
+
+
+def test_a_directory_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "matrix.yaml"
+    folder.mkdir()
+    result = run_cli("run", str(folder), "-o", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {folder}: is a directory, not a matrix file"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["non_utf8_bytes", "python_object_tag", "unknown_aws_region"])
+def test_the_installed_command_refuses_the_same_way(name, tmp_path):
+    """A few cases through a real `matrix` process, as users meet them."""
+    path = CORPUS / f"{name}.yaml"
+    line, field, fragment = expectation(path)
+    result = run_cli("run", str(path), "-o", str(tmp_path / "run"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    (message,) = result.stderr.strip().splitlines()
+    assert message.startswith(expected_line(path, line, field)) and fragment in message
+    assert "Traceback" not in result.stderr and not (tmp_path / "run").exists()
+    assert not list(tmp_path.rglob("PWNED"))
+
+
+# -- fuzzing ---------------------------------------------------------------------------------
+
+VALID = {
+    "name": "fuzz",
+    "hardware": [{"name": "box", "kind": "local"},
+                 {"name": "p3", "kind": "ec2", "instance_type": "p3.2xlarge", "gpus": 1}],
+    "stacks": [{"name": "here", "executor": "process"}],
+    "workloads": [{"name": "sleep", "params": {"seconds": [0.1, 0.2], "steps": 2}},
+                  {"name": "lstm_lm", "preset": "tiny", "epochs": 1}],
+    "exclude": [{"hardware": "p3", "workload": "sleep"}],
+    "aws": {"region": "us-east-1", "instance_profile": "node"},
+}
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
+                    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=6)
+
+
+def paths_of(node: object, prefix: tuple = ()) -> list[tuple]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            found += paths_of(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += paths_of(value, (*prefix, index))
+    return found
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> dict:
+    """The valid matrix with a few of its nodes replaced, deleted or given extra keys."""
+    doc = copy.deepcopy(VALID)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = [p for p in paths_of(doc) if p]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        for part in path[:-1]:
+            parent = parent[part]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "replace":
+            parent[path[-1]] = draw(values)
+        elif action == "delete":
+            del parent[path[-1]]
+        elif isinstance(parent, dict):
+            parent[draw(st.text(min_size=1, max_size=8))] = draw(values)
+    return doc
+
+
+def load_or_refuse(path: Path) -> None:
+    """load_spec either gives a spec that expands, or raises a one-line SpecError."""
+    try:
+        spec = load_spec(path)
+    except SpecError as exc:
+        assert "\n" not in str(exc), str(exc)
+        return
+    expand(spec)
+
+
+@FUZZ
+@given(data=st.binary(max_size=400))
+def test_arbitrary_bytes_never_crash_the_loader(data, tmp_path):
+    path = tmp_path / "fuzz.yaml"
+    path.write_bytes(data)
+    load_or_refuse(path)
+
+
+@FUZZ
+@given(text=st.text(alphabet=st.sampled_from(list(":-[]{}&*!|>'\"#,? \n\tabc01.")),
+                    max_size=200))
+def test_yaml_shaped_text_never_crashes_the_loader(text, tmp_path):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(text)
+    load_or_refuse(path)
+
+
+@FUZZ
+@given(doc=mutated())
+def test_a_mutated_matrix_is_loaded_or_refused_cleanly(doc, tmp_path):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    try:
+        load_or_refuse(path)
+    except MatrixError as exc:  # pragma: no cover - would be a SpecError's sibling
+        pytest.fail(f"{type(exc).__name__} instead of a SpecError: {exc}")
