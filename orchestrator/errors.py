@@ -13,6 +13,11 @@ class MatrixWarning(UserWarning):
     """Something the user should know that does not stop the command; shown as one line."""
 
 
+class SpecWarning(MatrixWarning):
+    """A matrix file that loads but holds something likely unintended (a rule that changes
+    nothing); located like a SpecError."""
+
+
 class MatrixError(Exception):
     """Bad input or a bad environment: the user can fix it, no traceback needed."""
 

@@ -11,10 +11,12 @@ import hashlib
 import itertools
 import json
 import math
+import warnings
 from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.errors import SpecWarning
 from orchestrator.registry import ItemUnit, Scalar, load_workload
 from orchestrator.spec import (
     DEFAULT_TIMEOUT_S,
@@ -131,10 +133,10 @@ def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
 
 def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
     """Refuse a grid that cannot be what its author meant: more cells than `max_cells`
-    (counted before any is built), a rule without effect (an exclude rule that matches
-    nothing or whose cells the includes all add back, an include rule that adds nothing
-    new), or no cell left at all. Include wins over exclude: excluding a set and including
-    part of it back is how a grid is carved."""
+    (counted before any is built), an exclude rule whose cells the includes all add back,
+    or no cell left at all; warn of a rule that changes nothing (an exclude matching no
+    cell, an include adding none). Include wins over exclude: excluding a set and
+    including part of it back is how a grid is carved."""
     sizes = [math.prod(len(v) for v in entry_grid(e).values()) for e in spec.workloads]
     total = sum(sizes) * len(spec.hardware) * len(spec.stacks) * spec.repeats
     for rule in spec.include:
@@ -153,17 +155,19 @@ def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
     added_back = set().union(*included)
     for index, rule in enumerate(spec.exclude):
         removed = {c.cell_id for c in crossed if _matches(rule, c)}
-        if not removed:
-            raise doc.error(("exclude", index), "this rule matches no cell of the matrix (a "
-                                                "typo, or a rule left over?)")
-        if removed <= added_back:
+        if not removed:  # a warning: a templated matrix may carry a rule for other cases
+            warnings.warn(str(doc.error(("exclude", index), "this rule matches no cell of "
+                                        "the matrix (a typo, or a rule left over?)")),
+                          SpecWarning, stacklevel=2)
+        elif removed <= added_back:
             raise doc.error(("exclude", index), "this rule has no effect: the include rules "
                                                 "add back every cell it removes")
     kept = {c.cell_id for c in crossed if not any(_matches(r, c) for r in spec.exclude)}
     for index, cells in enumerate(included):
         if cells <= kept:
-            raise doc.error(("include", index), "this rule adds no cell: each one is in the "
-                                                "matrix already")
+            warnings.warn(str(doc.error(("include", index), "this rule adds no cell: each "
+                                        "one is in the matrix already")),
+                          SpecWarning, stacklevel=2)
     if not expand(spec):
         raise doc.error(("exclude",), "no cell is left once the exclude rules are applied")
 

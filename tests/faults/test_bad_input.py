@@ -80,6 +80,22 @@ def test_a_directory_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("rules", "field", "problem"), [
+    ("exclude:\n  - {params: {seconds: 0.5}}\n", "exclude[0]", "matches no cell"),
+    ("include:\n  - {workload: sleep, params: {seconds: 0.1}}\n", "include[0]", "adds no cell"),
+])
+def test_a_rule_that_changes_nothing_is_a_located_warning(rules, field, problem, matrix_file,
+                                                          capsys, monkeypatch):
+    """Not an error: a matrix written from a template may carry rules for other cases."""
+    path = matrix_file("name: warned\nhardware: [{name: box, kind: local}]\n"
+                       "stacks: [{name: here, executor: process}]\n"
+                       "workloads: [{name: sleep, params: {seconds: [0.1, 0.2]}}]\n" + rules)
+    code, err = cli(["validate", str(path)], capsys, monkeypatch)
+    assert code == 0, err  # it validates
+    (line,) = [x for x in err.splitlines() if x.strip()]
+    assert line.startswith(f"warning: {path}:6: {field}: ") and problem in line
+
+
 @pytest.mark.parametrize("name", ["non_utf8_bytes", "python_object_tag", "unknown_aws_region"])
 def test_the_installed_command_refuses_the_same_way(name, tmp_path):
     """A few cases through a real `matrix` process, as users meet them."""
