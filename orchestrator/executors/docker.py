@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,19 @@ DATA_MOUNT = "/matrix/data"
 LABEL_RUN = "matrix-bench.run"
 LABEL_CELL = "matrix-bench.cell"
 STOP_GRACE_S = 3
+
+
+def _engine_errors() -> tuple[type[Exception], ...]:
+    """What the SDK raises when the engine is gone or refuses: requests' and docker's."""
+    try:
+        import docker
+        import requests
+    except ImportError:
+        return ()
+    return (requests.exceptions.RequestException, docker.errors.DockerException)
+
+
+ENGINE_ERRORS = _engine_errors()
 
 
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
@@ -51,12 +65,15 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         _fetch_dataset(cell)
     except EngineUnavailable as exc:
         return refused(Status.EXECUTOR_UNAVAILABLE, str(exc))
+    except ENGINE_ERRORS as exc:  # it answered the ping, then went away
+        return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine went away: "
+                                                    f"{str(exc).splitlines()[0][:200]}")
     except datasets.DatasetError as exc:
         return refused(Status.FAILED, str(exc))
     except LookupError as exc:
         return refused(Status.IMAGE_FAILED, str(exc))
 
-    start = time.perf_counter()
+    start, since = time.perf_counter(), datetime.now(UTC)
     try:
         container = client.containers.run(local_tag, **_container_options(cell, files.cell.parent))
     except Exception as exc:  # the engine refused (no GPU runtime, gone away): not a crash
@@ -64,8 +81,14 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
                                                    f"{str(exc).splitlines()[0]}")
     follower = threading.Thread(target=_follow_logs, args=(container, files.log), daemon=True)
     follower.start()
+    lost: str | None = None
     try:
         timed_out, returncode, oom = _wait(container, cell.timeout_s)
+        if returncode is not None and returncode < 0 and not oom:
+            lost = _stopped_by_the_engine(client, container, since)
+    except ENGINE_ERRORS as exc:
+        timed_out, returncode, oom = False, None, False
+        lost = f"the engine stopped answering: {str(exc).splitlines()[0][:200]}"
     except BaseException:  # Ctrl-C or a cancelled Ray task: take the container down too
         _remove(container)
         raise
@@ -73,7 +96,10 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
     _remove(container)
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
-    return records_for(cell, exit, files.out, files.log, tool, _provenance(image))
+    override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE,
+                                          f"the Docker engine went away mid-cell: {lost}")
+    return records_for(cell, exit, files.out, files.log, tool, _provenance(image),
+                       status_override=override)
 
 
 def _image_here(client: Any, image: ImageRef) -> str:
@@ -116,6 +142,9 @@ def _container_options(cell: Cell, cells_dir: Path) -> dict[str, Any]:
         "command": ["python3", "-m", "orchestrator.worker", f"{CELLS_MOUNT}/{cell.cell_id}.json",
                     f"{CELLS_MOUNT}/{cell.cell_id}.out.jsonl"],
         "detach": True,
+        # docker-init as PID 1: the worker gets signals as a process does (PID 1 ignores
+        # them), so an abort is `crashed` and the engine's stop reaches it at once.
+        "init": True,
         "network_mode": "none",
         "user": f"{os.getuid()}:{os.getgid()}",  # files in cells/ stay the user's
         "environment": {"MATRIX_BENCH_DATA": DATA_MOUNT, "HOME": "/tmp",
@@ -135,12 +164,18 @@ def _container_options(cell: Cell, cells_dir: Path) -> dict[str, Any]:
 
 
 def _wait(container: Any, timeout_s: float) -> tuple[bool, int | None, bool]:
-    """(timed out, exit status as a process's, OOM-killed by the engine)."""
+    """(timed out, exit status as a process's, OOM-killed by the engine). An engine that
+    goes away raises one of ENGINE_ERRORS."""
     import requests
 
+    started = time.monotonic()
     try:
         result = container.wait(timeout=timeout_s)
     except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+        # The SDK reports its read timeout as either; only the clock tells it from an
+        # engine that went away first.
+        if time.monotonic() - started < timeout_s:
+            raise
         container.kill()
         container.wait(timeout=30)
         return True, None, False
@@ -149,6 +184,21 @@ def _wait(container: Any, timeout_s: float) -> tuple[bool, int | None, bool]:
     code = int(result["StatusCode"])
     # The engine reports death by signal N as 128 + N; the outcome classifier wants -N.
     return False, -(code - 128) if 128 < code <= 128 + 64 else code, oom
+
+
+def _stopped_by_the_engine(client: Any, container: Any, since: datetime) -> str | None:
+    """Why a container that ended by a signal was stopped by its engine (it shuts down, or
+    someone stopped the container) rather than crashed by its workload, or None."""
+    try:
+        kills = list(client.events(since=since, until=datetime.now(UTC), decode=True,
+                                   filters={"container": container.id, "event": "kill"}))
+    except ENGINE_ERRORS as exc:
+        return f"the engine stopped answering ({str(exc).splitlines()[0][:120]})"
+    if not kills:
+        return None
+    signals = ", ".join(k.get("Actor", {}).get("Attributes", {}).get("signal", "?")
+                        for k in kills)
+    return f"the engine stopped its container (signals {signals}), as when it shuts down"
 
 
 def _follow_logs(container: Any, log_file: Path) -> None:
@@ -170,7 +220,10 @@ def remove_leftovers(run: str) -> int:
         client = docker_client()
     except EngineUnavailable:
         return 0
-    leftovers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    try:
+        leftovers = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    except ENGINE_ERRORS:
+        return 0
     for container in leftovers:
         _remove(container)
     return len(leftovers)
