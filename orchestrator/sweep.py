@@ -129,13 +129,13 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     statuses: Counter[str] = Counter()
     interrupted = False
     try:
-        to_run, images = _images_for(spec, plan.to_run, store, statuses, console)
+        intake = _Intake(store, prices, statuses)
+        to_run, images = _images_for(spec, plan.to_run, store.root, intake.take, console)
         launched = [c for c in launched if c in to_run]
         here = [c for c in to_run if c not in launched]
         if here and dispatcher is None:
             dispatcher = (SerialDispatcher(store.root, tool) if options.no_ray else
                           RayDispatcher(store.root, tool, spec.hardware))
-        intake = _Intake(store, prices, statuses)
         serial = dispatcher is None or options.no_ray or dispatcher.offered() is None
         in_flight = (1 if serial else len(here)) + len(launched)
         with SweepProgress(console, to_run, in_flight) as progress:
@@ -244,8 +244,8 @@ def _budget_guard(spec: MatrixSpec, prices: dict[str, Price], plan: Plan) -> Bud
                        {k: v for k, v in plan.estimate_s.items() if v is not None})
 
 
-def _images_for(spec: MatrixSpec, cells: list[Cell], store: ResultStore,
-                statuses: Counter[str], console: Console
+def _images_for(spec: MatrixSpec, cells: list[Cell], run_root: Path,
+                take: Callable[[Cell, list[Record]], None], console: Console
                 ) -> tuple[list[Cell], dict[str, ImageRef]]:
     """Build what the cells' stacks need; journal the cells of stacks without an image and
     return the cells left to run with the images they run in."""
@@ -255,16 +255,14 @@ def _images_for(spec: MatrixSpec, cells: list[Cell], store: ResultStore,
     removed = remove_leftovers(spec.name)
     if removed:
         console.print(f"removed {removed} container(s) a previous sweep left behind")
-    built = build_images(spec, stacks, store.root, console)
+    built = build_images(spec, stacks, run_root, console)
     runnable = []
     for cell in cells:
         failure = built.failures.get(cell.stack.name)
         if failure is None:
             runnable.append(cell)
             continue
-        records = failed_image_records(cell, failure)
-        store.append(records)
-        statuses[records[-1].status.value] += 1
+        take(cell, failed_image_records(cell, failure))
     return runnable, built.refs
 
 

@@ -115,6 +115,8 @@ def test_the_engine_going_away_mid_sweep_makes_cells_executor_unavailable(
     assert len(ok) == len({c["cell_id"] for c in ok}) == 4
     assert [c["started_at"] for c in ok if c["cell_id"] == cells[0]["cell_id"]] == \
         [cells[0]["started_at"]]  # not run again
+    # The others' third attempt: mid-sweep, with the engine down, and now.
+    assert sorted(c["attempts"] for c in ok) == [1, 3, 3, 3]
 
 
 def test_a_container_left_by_a_killed_sweep_is_removed_by_the_next(engine, image_env,
