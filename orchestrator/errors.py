@@ -33,6 +33,8 @@ class SpecError(MatrixError):
 
     def __post_init__(self) -> None:
         self.problem = " ".join(self.problem.split())  # always one line at the CLI
+        if not self.field.isprintable():  # a key with a newline, say: shown escaped
+            self.field = repr(self.field)
         super().__init__(str(self))
 
     def __str__(self) -> str:
