@@ -21,6 +21,8 @@ from orchestrator.images import (
     ImageRef,
     build_image,
     docker_client,
+    engine_lost,
+    engine_lost_errors,
     find_image,
     push,
     render,
@@ -58,7 +60,9 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
         client = docker_client()
     except EngineUnavailable as exc:
         return BuiltImages({}, {s.name: BuildFailure(s.name, str(exc), "", True) for s in stacks})
-    for stack in stacks:
+    import docker
+
+    for index, stack in enumerate(stacks):
         log = run_root / "build" / f"{stack.name}.log"
         try:
             rendered = render(stack, spec.images)
@@ -77,9 +81,16 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
                 found = push(client, found, spec.images.registry)
                 console.print(f"pushed {stack.name}: {found.repo_digest}")
             refs[stack.name] = found
-        except ImageError as exc:
+        except (ImageError, docker.errors.APIError) as exc:  # the engine refused a step
             failures[stack.name] = BuildFailure(stack.name, str(exc), tail_of(log))
             console.print(f"[red]image failed:[/] {exc} (log {log})")
+        except engine_lost_errors() as exc:  # gone: this stack and the rest have no engine
+            reason = engine_lost(exc, f" while preparing the image of {stack.name}")
+            console.print(f"[red]image failed:[/] {reason}")
+            for rest in stacks[index:]:
+                failures[rest.name] = BuildFailure(rest.name, reason,
+                                                   tail_of(log) if rest is stack else "", True)
+            break
     return BuiltImages(refs, failures, tuple(built))
 
 

@@ -206,6 +206,15 @@ def worker_code() -> tuple[tuple[str, bytes], ...]:
     return tuple((str(p.relative_to(PROJECT_ROOT)), p.read_bytes()) for p in files)
 
 
+PROBE_TIMEOUT_S = 10  # an engine that does not answer a ping this fast is not usable
+API_TIMEOUT_S = 30  # any other call but builds, which have none (steps may be silent)
+
+
+def engine_name() -> str:
+    """The engine the SDK talks to, as messages name it."""
+    return os.environ.get("DOCKER_HOST") or "the default Docker socket"
+
+
 def docker_client() -> Any:
     """A client of the engine at DOCKER_HOST (or the default socket), checked to answer."""
     try:
@@ -213,12 +222,40 @@ def docker_client() -> Any:
     except ImportError:
         raise EngineUnavailable("the docker SDK is not installed (pip install docker)") from None
     try:
-        client = docker.from_env(timeout=30)
+        client = docker.from_env(timeout=PROBE_TIMEOUT_S)
         client.ping()
     except Exception as exc:  # the SDK raises DockerException subclasses and requests errors
-        raise EngineUnavailable(f"no Docker engine answers: {str(exc).splitlines()[0]}") \
-            from None
+        raise EngineUnavailable(f"no Docker engine answers at {engine_name()}: "
+                                f"{first_line(exc)}") from None
+    client.api.timeout = API_TIMEOUT_S
     return client
+
+
+def check_engine(client: Any) -> None:
+    """Raise one of `engine_lost_errors()` unless the engine answers a ping at once."""
+    client.api.get(f"{client.api.base_url}/_ping", timeout=PROBE_TIMEOUT_S).raise_for_status()
+
+
+@functools.cache
+def engine_lost_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises when its engine is gone or hangs: requests' errors, urllib3's
+    (streams read the raw response) and a socket's own."""
+    try:
+        import requests
+        import urllib3
+    except ImportError:
+        return ()
+    return (requests.exceptions.RequestException, urllib3.exceptions.HTTPError,
+            ConnectionError)
+
+
+def engine_lost(exc: BaseException, when: str = "") -> str:
+    """Why a cell or a build lost its engine, in one line."""
+    return f"the Docker engine at {engine_name()} stopped answering{when}: {first_line(exc)}"
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
 def find_image(client: Any, stack: str, tag: str) -> ImageRef | None:

@@ -21,7 +21,16 @@ from typing import Any
 from orchestrator import datasets
 from orchestrator.cloud.aws import is_ecr
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.images import EngineUnavailable, ImageRef, docker_client
+from orchestrator.images import (
+    EngineUnavailable,
+    ImageRef,
+    check_engine,
+    docker_client,
+    engine_lost,
+    engine_lost_errors,
+    engine_name,
+    first_line,
+)
 from orchestrator.matrix import Cell
 from orchestrator.records import Record, Status
 
@@ -29,17 +38,16 @@ CELLS_MOUNT = "/matrix/cells"
 DATA_MOUNT = "/matrix/data"
 LABEL_RUN = "matrix-bench.run"
 LABEL_CELL = "matrix-bench.cell"
-STOP_GRACE_S = 3
+WAIT_SLICE_S = 10.0  # a cell's wait asks the engine this often whether it still answers
 
 
-def _engine_errors() -> tuple[type[Exception], ...]:
-    """What the SDK raises when the engine is gone or refuses: requests' and docker's."""
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises when the engine is gone, hangs or refuses."""
     try:
         import docker
-        import requests
     except ImportError:
         return ()
-    return (requests.exceptions.RequestException, docker.errors.DockerException)
+    return (*engine_lost_errors(), docker.errors.DockerException)
 
 
 ENGINE_ERRORS = _engine_errors()
@@ -66,8 +74,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
     except EngineUnavailable as exc:
         return refused(Status.EXECUTOR_UNAVAILABLE, str(exc))
     except ENGINE_ERRORS as exc:  # it answered the ping, then went away
-        return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine went away: "
-                                                    f"{str(exc).splitlines()[0][:200]}")
+        return refused(Status.EXECUTOR_UNAVAILABLE, engine_lost(exc))
     except datasets.DatasetError as exc:
         return refused(Status.FAILED, str(exc))
     except LookupError as exc:
@@ -75,29 +82,33 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
 
     start, since = time.perf_counter(), datetime.now(UTC)
     try:
-        container = client.containers.run(local_tag, **_container_options(cell, files.cell.parent))
+        container = _start(client, local_tag, _container_options(cell, files.cell.parent))
     except Exception as exc:  # the engine refused (no GPU runtime, gone away): not a crash
-        return refused(Status.EXECUTOR_UNAVAILABLE, f"the engine did not start the container: "
-                                                   f"{str(exc).splitlines()[0]}")
+        return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine at {engine_name()} "
+                                                   f"did not start the container: "
+                                                   f"{first_line(exc)}")
     follower = threading.Thread(target=_follow_logs, args=(container, files.log), daemon=True)
     follower.start()
     lost: str | None = None
+    answers = True
     try:
-        timed_out, returncode, oom = _wait(container, cell.timeout_s)
+        timed_out, returncode, oom = _wait(client, container, cell.timeout_s)
         if returncode is not None and returncode < 0 and not oom:
             lost = _stopped_by_the_engine(client, container, since)
-    except ENGINE_ERRORS as exc:
+    except ENGINE_ERRORS as exc:  # gone or hung, or it answered with an error
         timed_out, returncode, oom = False, None, False
-        lost = f"the engine stopped answering: {str(exc).splitlines()[0][:200]}"
+        answers = not isinstance(exc, engine_lost_errors())
+        lost = (f"the Docker engine at {engine_name()} failed mid-cell: {first_line(exc)}"
+                if answers else engine_lost(exc, " mid-cell"))
     except BaseException:  # Ctrl-C or a cancelled Ray task: take the container down too
         _remove(container)
         raise
-    follower.join(timeout=10)
-    _remove(container)
+    follower.join(timeout=10 if answers else 1)
+    if answers:  # else the next sweep removes it (a hung engine would hold this one here)
+        _remove(container)
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
-    override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE,
-                                          f"the Docker engine went away mid-cell: {lost}")
+    override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE, lost)
     return records_for(cell, exit, files.out, files.log, tool, _provenance(image),
                        status_override=override)
 
@@ -163,20 +174,38 @@ def _container_options(cell: Cell, cells_dir: Path) -> dict[str, Any]:
     return options
 
 
-def _wait(container: Any, timeout_s: float) -> tuple[bool, int | None, bool]:
-    """(timed out, exit status as a process's, OOM-killed by the engine). An engine that
-    goes away raises one of ENGINE_ERRORS."""
+def _start(client: Any, tag: str, options: dict[str, Any]) -> Any:
+    """Run the container; a container of this cell that an earlier attempt left on this
+    engine (its name is taken) is removed first."""
+    import docker
+
+    try:
+        return client.containers.run(tag, **options)
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+    with contextlib.suppress(docker.errors.NotFound):
+        client.containers.get(options["name"]).remove(force=True)
+    return client.containers.run(tag, **options)
+
+
+def _wait(client: Any, container: Any, timeout_s: float) -> tuple[bool, int | None, bool]:
+    """(timed out, exit status as a process's, OOM-killed by the engine). It waits in
+    slices and pings the engine after each, so an engine that goes away or hangs raises
+    one of ENGINE_ERRORS within seconds, not at the cell's timeout."""
+    import docker
     import requests
 
-    started = time.monotonic()
-    try:
-        result = container.wait(timeout=timeout_s)
-    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-        # The SDK reports its read timeout as either; only the clock tells it from an
-        # engine that went away first.
-        if time.monotonic() - started < timeout_s:
-            raise
-        container.kill()
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            result = container.wait(timeout=min(left, WAIT_SLICE_S))
+            break
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+            check_engine(client)  # a slice's end comes as either, and so does a dead engine
+    else:
+        with contextlib.suppress(docker.errors.APIError):  # it ended at the deadline
+            container.kill()
         container.wait(timeout=30)
         return True, None, False
     container.reload()
@@ -193,16 +222,18 @@ def _stopped_by_the_engine(client: Any, container: Any, since: datetime) -> str 
         kills = list(client.events(since=since, until=datetime.now(UTC), decode=True,
                                    filters={"container": container.id, "event": "kill"}))
     except ENGINE_ERRORS as exc:
-        return f"the engine stopped answering ({str(exc).splitlines()[0][:120]})"
+        return engine_lost(exc, " mid-cell")
     if not kills:
         return None
     signals = ", ".join(k.get("Actor", {}).get("Attributes", {}).get("signal", "?")
                         for k in kills)
-    return f"the engine stopped its container (signals {signals}), as when it shuts down"
+    return (f"the Docker engine at {engine_name()} stopped the container mid-cell (signals "
+            f"{signals}), as it does when it shuts down")
 
 
 def _follow_logs(container: Any, log_file: Path) -> None:
-    with open(log_file, "wb") as log:
+    """Copy the container's output to its log until it ends or the engine goes away."""
+    with open(log_file, "wb") as log, contextlib.suppress(*ENGINE_ERRORS):
         for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=True):
             log.write(chunk)
             log.flush()

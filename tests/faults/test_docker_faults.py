@@ -1,149 +1,210 @@
 """Docker faults on a second, real engine (tests/faults/docker2.py) that the tests stop:
-the engine going away mid-sweep or before it, and a container a killed sweep left behind.
+the engine going away mid-sweep, mid-build or before the sweep, an engine that hangs, a
+container that a killed sweep left behind, and one that an earlier attempt of the cell left.
 
-The stack image is built once on the machine's engine (test_docker.py reuses it) and
-copied into the second engine with `docker save | docker load`.
+`matrix run --no-ray` reaches the second engine as a user points it at one: DOCKER_HOST.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from orchestrator.executors.docker import LABEL_RUN
-from orchestrator.images import render
+from orchestrator.executors.docker import LABEL_CELL, LABEL_RUN, run_cell
+from orchestrator.executors.outcome import ToolInfo
+from orchestrator.images import docker_client, find_image, render
+from orchestrator.matrix import expand
+from orchestrator.records import Status
 from orchestrator.spec import load_spec
-from tests.conftest import ImageEnv, cell_records, run_cli, write
-from tests.faults.docker2 import SecondEngine, remove_second_engine, start_second_engine
+from tests.conftest import cell_records, run_cli, write
+from tests.faults.docker2 import (
+    STACK,
+    SecondEngine,
+    second_engine_fixture,  # noqa: F401 - the session's engine2
+    stack_matrix,
+)
 
 pytestmark = pytest.mark.docker
 
 
-def matrix_text(image_env: ImageEnv, name: str, workload: str) -> str:
-    return f"""
-        name: {name}
-        hardware: [{{name: box, kind: local}}]
-        stacks: [{image_env.stack("torch-cpu")}]
-        workloads: [{workload}]
-        """ + image_env.images_section()
+@pytest.fixture
+def engine(engine2: SecondEngine) -> Iterator[SecondEngine]:
+    """The second engine, running (a test before may have left it stopped)."""
+    if engine2.process is None:
+        engine2.start()
+    yield engine2
 
 
-@pytest.fixture(scope="module")
-def engine(image_env: ImageEnv, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[SecondEngine]:
-    """The second engine, holding the torch-cpu stack image of this code."""
-    root = tmp_path_factory.mktemp("engine2")
-    matrix = write(root / "m.yaml", matrix_text(image_env, "image", "{name: sleep}"))
-    built = run_cli("build", str(matrix), cwd=root)  # on the machine's engine, once
-    assert built.returncode == 0, built.stdout + built.stderr
-    spec = load_spec(matrix)
-    tag = render(spec.stacks[0], spec.images).tag
-    second = start_second_engine()
-    try:
-        second.load(tag)
-        yield second
-    finally:
-        remove_second_engine(second)
+@pytest.fixture
+def sweep(engine: SecondEngine) -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
+    """Start `matrix run` on the second engine in the background; killed if a test fails."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(matrix: Path) -> subprocess.Popen[str]:
+        env = {**os.environ, "DOCKER_HOST": engine.host, "COLUMNS": "200"}
+        started.append(subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.cli", "run", str(matrix),
+             "-o", str(matrix.parent / "run"), "--no-ray"], cwd=matrix.parent, env=env,
+            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        return started[-1]
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
-def sweep(matrix: Path, engine: SecondEngine) -> subprocess.Popen:
-    env = {**os.environ, "DOCKER_HOST": engine.host, "COLUMNS": "200"}
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", str(matrix),
-                             "-o", str(matrix.parent / "run"), "--no-ray"],
-                            cwd=matrix.parent, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+def rerun(matrix: Path, engine: SecondEngine) -> subprocess.CompletedProcess[str]:
+    """The same command again, to its end."""
+    done = run_cli("run", str(matrix), "-o", str(matrix.parent / "run"), "--no-ray",
+                   cwd=matrix.parent, env={"DOCKER_HOST": engine.host}, timeout=300)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
 
 
-def wait_for(condition, what: str, timeout_s: float = 120) -> None:
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.2)
 
 
-def running(engine: SecondEngine, run: str) -> list[str]:
-    listed = engine.docker("ps", "-q", "--filter", f"label={LABEL_RUN}={run}", text=True,
-                           timeout=30)
-    return listed.stdout.split()
-
-
 @pytest.mark.parametrize("how", ["stopped", "crashed"])
 def test_the_engine_going_away_mid_sweep_makes_cells_executor_unavailable(
-        how, engine, image_env, tmp_path):
-    # Stopped, the engine kills the running container after its 10 s stop grace: that
-    # cell is long. Crashed, the API is gone at once. Either way it is the engine's fault.
-    seconds = "[2, 30, 30.1]" if how == "stopped" else "[2, 3, 3.1, 3.2]"
-    matrix = write(tmp_path / "m.yaml", matrix_text(
-        image_env, "engine-gone", f"{{name: sleep, params: {{seconds: {seconds}}}}}"))
-    run_dir = tmp_path / "run"
-    process = sweep(matrix, engine)
-    wait_for(lambda: (run_dir / "results.jsonl").exists() and running(engine, "engine-gone"),
+        how, engine, sweep, image_env, tmp_path):
+    matrix = write(tmp_path / "m.yaml", stack_matrix(
+        image_env, "engine-gone", "{name: sleep, params: {seconds: [2, 2.5, 3, 3.5]}}"))
+    run_dir, label = tmp_path / "run", f"{LABEL_RUN}=engine-gone"
+    process = sweep(matrix)
+    wait_for(lambda: (run_dir / "results.jsonl").exists()
+             and engine.containers(label, running_only=True),
              "the second cell's container never ran")
     engine.stop(crash=how == "crashed")
     stdout, stderr = process.communicate(timeout=120)
-    assert process.returncode == 0, stdout + stderr
-    assert "Traceback" not in stderr
-    cells = sorted(cell_records(run_dir), key=lambda c: c["param.seconds"])
-    assert len({c["cell_id"] for c in cells}) == len(cells) == seconds.count(",") + 1
-    assert cells[0]["status"] == "ok"
-    assert {c["status"] for c in cells[1:]} == {"executor_unavailable"}, cells
-    assert "went away mid-cell" in cells[1]["error"], cells[1]
+    assert process.returncode == 0 and "Traceback" not in stderr, stdout + stderr
+    cells = cell_records(run_dir)  # in the order they ended
+    assert len({c["cell_id"] for c in cells}) == len(cells) == 4
+    assert [c["status"] for c in cells] == ["ok"] + ["executor_unavailable"] * 3, cells
+    assert "mid-cell" in cells[1]["error"] and engine.host in cells[1]["error"], cells[1]
+    assert all(f"no Docker engine answers at {engine.host}" in c["error"] for c in cells[2:])
     assert (run_dir / "report.md").exists()
-    if how == "stopped":
-        engine.start()
-        return
 
-    # Still down: the next sweep refuses the cells the same way, at once.
-    again = run_cli("run", str(matrix), "-o", str(run_dir), "--no-ray", cwd=tmp_path,
-                    env={"DOCKER_HOST": engine.host})
-    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
-    latest = {c["cell_id"]: c["status"] for c in cell_records(run_dir)}
-    assert sorted(latest.values()) == ["executor_unavailable"] * 3 + ["ok"]
+    if how == "crashed":  # still down: the next sweep refuses its cells the same way, at once
+        down = rerun(matrix, engine)
+        assert down.returncode == 0, down.stdout + down.stderr
+        latest = cell_records(run_dir)[4:]
+        assert [c["status"] for c in latest] == ["executor_unavailable"] * 3
+        assert all(f"no Docker engine answers at {engine.host}" in c["error"] for c in latest)
 
     engine.start()  # back: the same command runs the rest, and only the rest
-    done = run_cli("run", str(matrix), "-o", str(run_dir), "--no-ray", cwd=tmp_path,
-                   env={"DOCKER_HOST": engine.host})
+    done = rerun(matrix, engine)
     assert done.returncode == 0, done.stdout + done.stderr
     ok = [c for c in cell_records(run_dir) if c["status"] == "ok"]
     assert len(ok) == len({c["cell_id"] for c in ok}) == 4
     assert [c["started_at"] for c in ok if c["cell_id"] == cells[0]["cell_id"]] == \
         [cells[0]["started_at"]]  # not run again
-    # The others' third attempt: mid-sweep, with the engine down, and now.
-    assert sorted(c["attempts"] for c in ok) == [1, 3, 3, 3]
+    tries = 3 if how == "crashed" else 2  # mid-sweep, (with the engine down,) and now
+    assert sorted(c["attempts"] for c in ok) == [1, tries, tries, tries]
+    assert engine.containers(label) == []
 
 
-def test_a_container_left_by_a_killed_sweep_is_removed_by_the_next(engine, image_env,
-                                                                    tmp_path):
-    matrix = write(tmp_path / "m.yaml", matrix_text(
+def test_a_hung_engine_fails_its_cell_in_seconds_not_at_the_cell_timeout(
+        engine, sweep, image_env, tmp_path):
+    matrix = write(tmp_path / "m.yaml", stack_matrix(
+        image_env, "engine-hung", "{name: sleep, params: {seconds: [2, 2.5]}, timeout_s: 300}"))
+    run_dir = tmp_path / "run"
+    process = sweep(matrix)
+    wait_for(lambda: (run_dir / "results.jsonl").exists()
+             and engine.containers(f"{LABEL_RUN}=engine-hung", running_only=True),
+             "the second cell's container never ran")
+    with engine.hung():
+        stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and "Traceback" not in stderr, stdout + stderr
+    first, hung = cell_records(run_dir)
+    assert first["status"] == "ok" and hung["status"] == "executor_unavailable", hung
+    assert "stopped answering mid-cell" in hung["error"] and hung["wall_s"] < 60, hung
+
+
+def test_a_container_left_by_a_killed_sweep_is_removed_by_the_next(
+        engine, sweep, image_env, tmp_path):
+    matrix = write(tmp_path / "m.yaml", stack_matrix(
         image_env, "left-behind", "{name: sleep, params: {fault: hang}, timeout_s: 5}"))
-    process = sweep(matrix, engine)
-    wait_for(lambda: running(engine, "left-behind"), "the cell's container never ran")
+    label = f"{LABEL_RUN}=left-behind"
+    process = sweep(matrix)
+    wait_for(lambda: engine.containers(label, running_only=True),
+             "the cell's container never ran")
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=30)
-    (left,) = running(engine, "left-behind")  # nobody is left to remove it
-    again = run_cli("run", str(matrix), "-o", str(tmp_path / "run"), "--no-ray",
-                    cwd=tmp_path, env={"DOCKER_HOST": engine.host})
-    assert again.returncode == 0, again.stderr
+    (left,) = engine.containers(label, running_only=True)  # nobody is left to remove it
+    labels = json.loads(engine.docker("inspect", "--format", "{{json .Config.Labels}}",
+                                      left).stdout)
+    again = rerun(matrix, engine)
+    assert again.returncode == 0, again.stdout + again.stderr
     assert "removed 1 container(s) a previous sweep left behind" in again.stdout
-    assert left not in engine.containers(f"{LABEL_RUN}=left-behind")
-    assert engine.containers(f"{LABEL_RUN}=left-behind") == []  # the new one is gone too
+    assert engine.containers(label) == []  # the leftover, and the new cell's own
     (cell,) = cell_records(tmp_path / "run")
-    assert cell["status"] == "timeout"
+    assert cell["status"] == "timeout"  # the sweep went on to the end
+    assert labels[LABEL_RUN] == "left-behind" and labels[LABEL_CELL] == cell["cell_id"]
+
+
+def test_the_engine_stopping_mid_build_gives_executor_unavailable_rows_with_the_build_log(
+        engine, sweep, image_env, tmp_path):
+    locks = tmp_path / "locks"  # the same pins under another tag: the build starts
+    shutil.copytree(image_env.locks, locks)
+    with open(locks / f"{STACK}.txt", "a") as lock:
+        lock.write("# the same pins, another image\n")
+    matrix = write(tmp_path / "m.yaml", stack_matrix(
+        image_env, "build-gone", "{name: sleep, params: {seconds: [1, 2]}}",
+        f"images: {{locks: {locks}, wheelhouse: {image_env.wheelhouse}}}\n"))
+    build_log = tmp_path / "run" / "build" / f"{STACK}.log"
+    process = sweep(matrix)
+    wait_for(lambda: build_log.exists() and "Collecting" in build_log.read_text(),
+             "the build never reached pip")
+    engine.stop()
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and "Traceback" not in stderr, stdout + stderr
+    cells = cell_records(tmp_path / "run")
+    assert [c["status"] for c in cells] == ["executor_unavailable"] * 2, cells
+    for cell in cells:
+        assert f"{engine.host} stopped answering while preparing the image of {STACK}" in \
+            cell["error"], cell["error"]
+        assert "Collecting" in cell["log_tail"]
+
+
+def test_a_container_an_earlier_attempt_left_does_not_block_the_cell(
+        engine, image_env, tmp_path, monkeypatch):
+    # `matrix run` removes its run's leftovers on its own engine; a Ray node's engine keeps
+    # them, and the cell's next attempt there finds its container name taken.
+    spec = load_spec(write(tmp_path / "m.yaml", stack_matrix(
+        image_env, "same-name", "{name: sleep, params: {seconds: 0.2}}")))
+    (cell,) = expand(spec)
+    tag = render(spec.stacks[0], spec.images).tag
+    name = f"matrix-{cell.run}-{cell.cell_id}"
+    made = engine.docker("create", "--name", name, "--label", f"{LABEL_RUN}={cell.run}",
+                         tag, "sleep", "60")
+    assert made.returncode == 0, made.stderr
+    monkeypatch.setenv("DOCKER_HOST", engine.host)
+    image = find_image(docker_client(), STACK, tag)
+    records = run_cell(cell, tmp_path / "run", ToolInfo("test", None), image)
+    assert records[-1].status is Status.OK, records[-1]
+    assert engine.containers(f"{LABEL_RUN}={cell.run}") == []
 
 
 def test_worker_faults_in_a_container_get_the_same_statuses(engine, image_env, tmp_path):
-    matrix = write(tmp_path / "m.yaml", matrix_text(
+    matrix = write(tmp_path / "m.yaml", stack_matrix(
         image_env, "container-faults",
         "{name: sleep, params: {seconds: 0.2, fault: [raise, abort, kill, garbage]}}"))
-    done = run_cli("run", str(matrix), "-o", str(tmp_path / "run"), "--no-ray", cwd=tmp_path,
-                   env={"DOCKER_HOST": engine.host})
+    done = rerun(matrix, engine)
     assert done.returncode == 0, done.stderr
     statuses = {c["param.fault"]: c["status"] for c in cell_records(tmp_path / "run")}
     assert statuses == {"raise": "failed", "abort": "crashed", "kill": "crashed",
