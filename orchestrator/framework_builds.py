@@ -4,8 +4,9 @@ pair no build exists for is a spec error at validation, not a failed image build
 PyTorch: the CUDA variants of its wheel index per release (pytorch.org, "previous
 versions"). TensorFlow: the CUDA version of each release's tested build configuration
 (tensorflow.org/install/source#gpu); its pip wheels bring that CUDA along. JAX: the CUDA
-major of its `jax[cudaNN]` plugins. A framework version newer than the table is judged by
-the CUDA versions of the newest release listed: a guess, which the image build confirms.
+major of its `jax[cudaNN]` plugins. A framework version newer than the table is refused
+only for a CUDA older than every build of the newest release listed (support moves forward);
+anything else is left to the image build to confirm.
 """
 
 from __future__ import annotations
@@ -43,14 +44,23 @@ def cuda_build_problem(framework: str, version: str | None, cuda: str) -> str | 
     if table is None or version is None:
         return None
     release = _major_minor(version)
-    builds = table.get(release) or (table[max(table, key=_order)]
-                                    if _order(release) > _order(max(table, key=_order))
-                                    else None)
-    if builds is None or wanted in builds or ("." not in wanted and any(
-            b.split(".")[0] == wanted for b in builds)):  # "12": any 12.x build
-        return None
-    return (f"{framework} {version} is published for CUDA {', '.join(builds)}, "
-            f"not {cuda}")
+    builds = table.get(release)
+    if builds is not None:
+        if wanted in builds or ("." not in wanted and any(  # "12": any 12.x build
+                b.split(".")[0] == wanted for b in builds)):
+            return None
+        return (f"{framework} {version} is published for CUDA {', '.join(builds)}, "
+                f"not {cuda}")
+    newest = max(table, key=_order)
+    if _order(release) <= _order(newest):
+        return None  # a release between the table's rows: not judged
+    # Newer than the table: releases drop old CUDA versions, never add them back, so only
+    # a CUDA older than every build of the newest listed release is known not to fit.
+    oldest = min(table[newest], key=_order)
+    if _order(wanted) < _order(oldest.split(".")[0] if "." not in wanted else oldest):
+        return (f"{framework} {version} is newer than the table of published builds, and "
+                f"{framework} {newest} already needs CUDA {oldest} or later, not {cuda}")
+    return None
 
 
 def _major_minor(version: str) -> str:

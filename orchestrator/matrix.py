@@ -146,7 +146,10 @@ def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
             len(spec.stacks) * spec.repeats
     if total > spec.max_cells:
         biggest = max(range(len(sizes)), key=sizes.__getitem__)
-        raise doc.error(("workloads", biggest, "params"),
+        # Point at what blew it up: the repeats, when the grid itself fits.
+        where = ("repeats",) if total // spec.repeats <= spec.max_cells else (
+            "workloads", biggest, "params")
+        raise doc.error(where,
                         f"the matrix expands to {total:,} cells, over max_cells "
                         f"{spec.max_cells:,}: narrow the grid, or raise max_cells (a top-level "
                         "key) if you mean it")

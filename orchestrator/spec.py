@@ -7,6 +7,8 @@ the line and the field, and saying what was expected.
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -24,6 +26,8 @@ ScalarOrList = Scalar | list[Scalar]
 NamesOrOne = Name | list[Name]
 
 DEFAULT_TIMEOUT_S = 3600.0
+MAX_TIMEOUT_S = 30 * 24 * 3600.0  # a longer cell is a slip; 1e308 overflows the timers
+MAX_MEMORY_LIMIT_MB = 2**24  # 16 TiB, past any machine; passed on in bytes (64 bits)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -95,7 +99,7 @@ class Aws(_Strict):
     head_instance_type: str = "m5.large"
     max_workers: int = Field(default=8, ge=1)  # per EC2 hardware entry
     idle_timeout_minutes: int = Field(default=10, ge=1)
-    max_lifetime_hours: float = Field(default=12.0, gt=0)  # every node shuts itself down then
+    max_lifetime_hours: float = Field(default=12.0, gt=0, le=24 * 30)  # then nodes shut down
     ssh_cidr: str | None = None  # SSH ingress; default: this machine's address only
     results_uri: str | None = None  # s3://bucket/prefix for the run's results
 
@@ -108,8 +112,8 @@ class WorkloadEntry(_Strict):
     epochs: int | None = Field(default=None, ge=1)  # default: the workload's own
     dataset: ScalarOrList | None = None  # shorthand for params.dataset
     preset: ScalarOrList | None = None  # shorthand for params.preset
-    timeout_s: float | None = Field(default=None, gt=0)  # per cell; default: the workload's
-    memory_limit_mb: int | None = Field(default=None, gt=0)  # hard limit for the cell's process
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)  # default: workload's
+    memory_limit_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_LIMIT_MB)  # hard limit
 
 
 class Rule(_Strict):
@@ -135,7 +139,9 @@ class MatrixSpec(_Strict):
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
     aws: Aws | None = None  # needed by EC2 hardware
-    max_cells: int = Field(default=10_000, ge=1)  # a bigger grid is refused as a likely slip
+    max_cells: int = Field(default=10_000, ge=1, description=(
+        "The most cells the matrix may expand to (after repeats and include rules); a "
+        "bigger grid is refused as a likely slip. Raise it when you mean it."))
 
     def workload_entry(self, name: str) -> WorkloadEntry:
         return next(w for w in self.workloads if w.name == name)
@@ -166,32 +172,110 @@ def load_spec(path: Path | str) -> MatrixSpec:
 
 
 def _first_error(doc: LocatedYaml, exc: ValidationError) -> SpecError:
-    errors = exc.errors()
+    errors = [(_data_loc(doc.data, e["loc"]), e) for e in exc.errors()]
+    # The deepest error inside the first one's value: for [[1]], its item, not the list.
+    loc = max((lc for lc, _ in errors if lc[:len(errors[0][0])] == errors[0][0]), key=len)
+    group = [e for lc, e in errors if lc == loc]  # one per member of a union
     # Within a union (a parameter value), "not finite" says more than "not a boolean".
-    err = next((e for e in errors if e["type"] == "finite_number"), errors[0])
-    # pydantic puts union member names (e.g. "list[...]", "function-after[...]") into loc.
-    loc: PathKey = tuple(p for p in err["loc"] if not _is_pydantic_tag(p))
-    kind, given = err["type"], err.get("input")
+    err = next((e for e in group if e["type"] == "finite_number"), group[0])
+    kind, given, ctx = err["type"], err.get("input"), err.get("ctx", {})
     if kind == "extra_forbidden":
         allowed = _allowed_keys(doc, loc)
         return doc.error(loc, f"unknown key (expected one of: {allowed})")
     if kind == "missing":
         return doc.error(loc, "required field is missing")
     if kind == "literal_error":
-        expected = err["ctx"]["expected"]
-        return doc.error(loc, f"{given!r} is not allowed (expected {expected})")
+        return doc.error(loc, f"{given!r} is not allowed (expected {ctx['expected']})")
     if kind == "too_short":
         return doc.error(loc, "must not be empty")
     if kind == "string_pattern_mismatch":
         return doc.error(loc, f"{given!r} is not a valid name (letters, digits, '.', '_', '-')")
+    if kind == "string_too_long":
+        return doc.error(loc, f"is longer than {ctx['max_length']} characters")
+    if kind == "finite_number":
+        return doc.error(loc, f"must be a finite number, got {given!r}")
+    if kind in _BOUNDS:
+        bound = next(iter(ctx.values()))
+        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        return doc.error(loc, f"must be {_BOUNDS[kind]} {bound:,}, got {given!r}")
+    expected = [_EXPECTED[e["type"]] for e in group if e["type"] in _EXPECTED]
+    if expected:
+        return doc.error(loc, f"expected {_one_of(expected)}, got {_described(given)}"
+                              f"{_quoting_hint(expected, given)}")
     message = err["msg"].removeprefix("Value error, ")
     suffix = f", got {given!r}" if not isinstance(given, dict | list) and given is not None else ""
     return doc.error(loc, f"{message}{suffix}")
 
 
+_BOUNDS = {"greater_than": "greater than", "greater_than_equal": "greater than or equal to",
+           "less_than": "less than", "less_than_equal": "less than or equal to"}
+_EXPECTED = {"bool_type": "true or false", "int_type": "an integer", "float_type": "a number",
+             "string_type": "text", "list_type": "a list", "dict_type": "a mapping",
+             "model_type": "a mapping", "model_attributes_type": "a mapping"}
+
+
+def _data_loc(data: object, loc: tuple[str | int, ...]) -> PathKey:
+    """`loc` without the union members pydantic puts into it ("str", "list[...]"): only the
+    parts that lead somewhere in the file's data."""
+    kept: list[str | int] = []
+    for part in loc:
+        inside = part in data if isinstance(data, dict) else isinstance(data, list) and \
+            isinstance(part, int) and 0 <= part < len(data)
+        if inside:
+            data = data[part]  # type: ignore[index]
+        elif _is_pydantic_tag(part):
+            continue
+        else:  # a missing field: still the one to name
+            data = None
+        kept.append(part)
+    return tuple(kept)
+
+
+def _one_of(kinds: list[str]) -> str:
+    if {"true or false", "a number", "text"} <= set(kinds):  # a parameter value
+        return "a value (true or false, a number or text)" + (
+            " or a list of values" if "a list" in kinds else "")
+    kinds = [k for k in dict.fromkeys(kinds) if not (k == "an integer" and "a number" in kinds)]
+    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
+
+
+def _described(value: object) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {value!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        nested = any(isinstance(v, list | dict) for v in value)
+        return "a list" + (" holding lists or mappings" if nested else "")
+    if isinstance(value, bytes):
+        return "binary data"
+    return f"a {type(value).__name__} ({value!s:.40})"  # a date, a set
+
+
+def _quoting_hint(expected: list[str], given: object) -> str:
+    if expected == ["text"] and isinstance(given, float):
+        return " (put it in quotes: YAML reads 12.10 as the number 12.1)"
+    if "text" in expected and isinstance(given, int | datetime.date) and \
+            not isinstance(given, bool):
+        return " (put it in quotes)"
+    if "text" not in expected and isinstance(given, str):
+        try:
+            float(given)
+        except ValueError:
+            return ""
+        return " (without the quotes)"
+    return ""
+
+
 def _is_pydantic_tag(part: str | int) -> bool:
-    return (isinstance(part, str) and bool(re.search(r"[\[\]]", part))) or part in (
-        "str", "int", "float", "bool")
+    return isinstance(part, str) and (bool(re.search(r"[\[\]-]", part)) or part in (
+        "str", "int", "float", "bool"))
 
 
 def _allowed_keys(doc: LocatedYaml, loc: PathKey) -> str:
@@ -214,9 +298,8 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
                 raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
             seen.add(item.name)
     uses_ec2 = any(h.kind == "ec2" for h in spec.hardware)
-    problem = region_problem(spec.aws.region) if spec.aws else None
-    if problem:
-        raise doc.error(("aws", "region"), problem)
+    if spec.aws:
+        _check_aws(spec.aws, doc)
     if uses_ec2 and (spec.aws is None or spec.aws.instance_profile is None):
         where = ("aws", "instance_profile") if spec.aws else ("hardware",)
         raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
@@ -229,6 +312,7 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
                         "images.registry to an ECR repository URI, e.g. "
                         "123456789012.dkr.ecr.us-east-1.amazonaws.com/matrix-bench")
     for index, stack in enumerate(spec.stacks):
+        _check_pins(stack, doc, ("stacks", index))
         if stack.effective_executor == "docker":
             _check_image_stack(stack, images, doc, ("stacks", index))
         if stack.cuda and stack.framework:
@@ -267,6 +351,46 @@ def resolve_image_paths(images: Images, base: Path) -> Images:
     return images.model_copy(update={
         "locks": absolute(images.locks) or str(PROJECT_ROOT / "images" / "locks"),
         "wheelhouse": absolute(images.wheelhouse), "ca_bundle": absolute(images.ca_bundle)})
+
+
+def _check_aws(aws: Aws, doc: LocatedYaml) -> None:
+    problem = region_problem(aws.region)
+    if problem:
+        raise doc.error(("aws", "region"), problem)
+    if aws.ami is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", aws.ami):
+        raise doc.error(("aws", "ami"), f"{aws.ami!r} is not an AMI id (ami-0123456789abcdef0)")
+    if aws.ssh_cidr is not None:
+        try:
+            ipaddress.ip_network(aws.ssh_cidr, strict=False)
+        except ValueError:
+            raise doc.error(("aws", "ssh_cidr"), f"{aws.ssh_cidr!r} is not an address range "
+                                                 "(e.g. 203.0.113.7/32)") from None
+    if aws.results_uri is not None and not re.fullmatch(
+            r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?", aws.results_uri):
+        raise doc.error(("aws", "results_uri"), f"{aws.results_uri!r} is not an S3 URI "
+                                                "(s3://bucket/prefix)")
+
+
+# Pins end up in a Dockerfile and a pip index URL: only what a version or an image
+# reference can hold, so nothing else can ride along (a newline, a quote, a `;`).
+PIN_SHAPES: dict[str, tuple[str, str]] = {
+    "framework_version": (r"\d+(\.\d+)*([a-z]+\d*|\.(post|dev)\d+)*(\+[\w.]+)?",
+                          "a version (e.g. 2.5.1)"),
+    "cuda": (r"\d+(\.\d+){0,2}", "a CUDA version (e.g. 12.4)"),
+    "cudnn": (r"\d+(\.\d+){0,3}", "a cuDNN version (e.g. 9.1)"),
+    "python": (r"\d+(\.\d+){0,2}", "a Python version (e.g. 3.11)"),
+    "base_image": (r"([\w.-]+(:\d+)?/)?"  # registry host
+                   r"[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"  # path
+                   r"(:\w[\w.-]{0,127})?(@sha256:[0-9a-f]{64})?",  # tag, digest
+                   "an image reference (e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04)"),
+}
+
+
+def _check_pins(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
+    for key, (shape, what) in PIN_SHAPES.items():
+        given = getattr(stack, key)
+        if given is not None and not re.fullmatch(shape, given, re.ASCII):
+            raise doc.error((*loc, key), f"{given!r} is not {what}")
 
 
 def _check_image_stack(stack: Stack, images: Images, doc: LocatedYaml, loc: PathKey) -> None:

@@ -9,7 +9,9 @@ Each corpus file's first line says what is expected:
 from __future__ import annotations
 
 import copy
+import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import MatrixError, SpecError
+from orchestrator.images import image_problems
 from orchestrator.matrix import expand
 from orchestrator.spec import load_spec
 from tests.conftest import run_cli
@@ -80,6 +83,20 @@ def test_a_directory_is_refused_in_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("make", "problem"), [
+    (lambda path: None, "file not found"),
+    (lambda path: path.write_bytes(b"# " + b"x" * (10 * 2**20)), "larger than 10 MiB"),
+])
+def test_a_missing_or_huge_file_is_refused_in_one_line(make, problem, tmp_path, capsys,
+                                                      monkeypatch):
+    path = tmp_path / "matrix.yaml"
+    make(path)
+    code, err = cli(["run", str(path), "-o", str(tmp_path / "run"), "--no-ray"], capsys,
+                    monkeypatch)
+    assert code == 2 and err.strip().startswith(f"error: {path}: {problem}"), err
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(("rules", "field", "problem"), [
     ("exclude:\n  - {params: {seconds: 0.5}}\n", "exclude[0]", "matches no cell"),
     ("include:\n  - {workload: sleep, params: {seconds: 0.1}}\n", "include[0]", "adds no cell"),
@@ -96,7 +113,9 @@ def test_a_rule_that_changes_nothing_is_a_located_warning(rules, field, problem,
     assert line.startswith(f"warning: {path}:6: {field}: ") and problem in line
 
 
-@pytest.mark.parametrize("name", ["non_utf8_bytes", "python_object_tag", "unknown_aws_region"])
+@pytest.mark.parametrize("name", ["non_utf8_bytes", "python_object_tag", "unknown_aws_region",
+                                  "impossible_date", "nested_past_the_parser_stack",
+                                  "dockerfile_lines_in_base_image"])
 def test_the_installed_command_refuses_the_same_way(name, tmp_path):
     """A few cases through a real `matrix` process, as users meet them."""
     path = CORPUS / f"{name}.yaml"
@@ -114,13 +133,32 @@ def test_the_installed_command_refuses_the_same_way(name, tmp_path):
 VALID = {
     "name": "fuzz",
     "hardware": [{"name": "box", "kind": "local"},
-                 {"name": "p3", "kind": "ec2", "instance_type": "p3.2xlarge", "gpus": 1}],
-    "stacks": [{"name": "here", "executor": "process"}],
-    "workloads": [{"name": "sleep", "params": {"seconds": [0.1, 0.2], "steps": 2}},
+                 {"name": "p3", "kind": "ec2", "instance_type": "p3.2xlarge", "gpus": 1,
+                  "spot": True}],
+    "stacks": [{"name": "here", "executor": "process"},
+               {"name": "t", "framework": "torch", "framework_version": "2.5.1",
+                "cuda": "12.4", "cudnn": "9.1", "python": "3.11",
+                "base_image": "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}],
+    "workloads": [{"name": "sleep", "params": {"seconds": [0.1, 0.2], "steps": 2},
+                   "timeout_s": 60, "memory_limit_mb": 512},
                   {"name": "lstm_lm", "preset": "tiny", "epochs": 1}],
+    "include": [{"workload": "sleep", "hardware": "box", "params": {"seconds": 0.3}}],
     "exclude": [{"hardware": "p3", "workload": "sleep"}],
-    "aws": {"region": "us-east-1", "instance_profile": "node"},
+    "repeats": 2,
+    "budget_usd": 10,
+    "max_cells": 500,
+    "images": {"registry": "localhost:5000/matrix-bench"},
+    "aws": {"region": "us-east-1", "instance_profile": "node", "ami": "ami-0123456789abcdef0",
+            "ssh_cidr": "203.0.113.7/32", "results_uri": "s3://bucket/sweeps",
+            "max_lifetime_hours": 6},
 }
+# Scalars as YAML text, where PyYAML's own constructors have raised bare exceptions.
+TRICKY = ["!!int x", "!!float x", "!!bool x", "!!timestamp x", "!!binary '#'", "!!null x",
+          "2020-13-45", "2001-12-14t21:59:43.10-05:00", "9" * 4400, "1e400", "-.inf", ".nan",
+          "0x1F", "0o17", "1_000", "~", "yes", "''", "!!set {a}", "!!omap [a]", "!!pairs [1]",
+          "!!str {a: 1}", "!!map [1]", "!!seq {a: 1}", "!foo x", "!!python/name:os.system",
+          "{<<: 5}", "{<<: [1]}", "{<<: {name: x}}", "*nope", "&a [*a]", "[[[[[[[[]]]]]]]]",
+          "{1: 2}", "{null: 1}", "{[a]: 1}", "=", "<<", "\"a\\x00b\"", "\"\\ud800\""]
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20))
@@ -163,13 +201,23 @@ def mutated(draw: st.DrawFn) -> dict:
 
 
 def load_or_refuse(path: Path) -> None:
-    """load_spec either gives a spec that expands, or raises a one-line SpecError."""
+    """load_spec either gives a spec that expands, or raises a one-line SpecError: what
+    `matrix validate` does with a file."""
     try:
         spec = load_spec(path)
     except SpecError as exc:
         assert "\n" not in str(exc), str(exc)
         return
     expand(spec)
+    image_problems(spec)
+
+
+def test_the_fuzzed_matrix_is_valid_before_it_is_mutated(tmp_path):
+    path = tmp_path / "valid.yaml"
+    path.write_text(yaml.safe_dump(VALID))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and every rule in it changes something
+        assert len(expand(load_spec(path))) == 20
 
 
 @FUZZ
@@ -198,3 +246,22 @@ def test_a_mutated_matrix_is_loaded_or_refused_cleanly(doc, tmp_path):
         load_or_refuse(path)
     except MatrixError as exc:  # pragma: no cover - would be a SpecError's sibling
         pytest.fail(f"{type(exc).__name__} instead of a SpecError: {exc}")
+
+
+@st.composite
+def retyped(draw: st.DrawFn) -> str:
+    """The valid matrix as YAML text, with one scalar's text replaced by a tricky one."""
+    lines = yaml.safe_dump(VALID, default_flow_style=False).splitlines()
+    scalar = [i for i, line in enumerate(lines) if re.match(r"^\s*(- )?[\w.]+: \S", line)]
+    index = draw(st.sampled_from(scalar))
+    key = lines[index].split(": ", 1)[0]
+    lines[index] = f"{key}: {draw(st.sampled_from(TRICKY))}"
+    return "\n".join(lines) + "\n"
+
+
+@FUZZ
+@given(text=retyped())
+def test_a_retyped_scalar_is_loaded_or_refused_cleanly(text, tmp_path):
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(text)
+    load_or_refuse(path)
