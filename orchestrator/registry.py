@@ -40,6 +40,7 @@ class ParamDecl(BaseModel):
     default: Scalar
     choices: tuple[Scalar, ...] | None = None  # allowed values; None means any of the type
     min: float | None = None  # inclusive lower bound for numbers
+    max: float | None = None  # inclusive upper bound, where a larger value cannot make sense
     gpu_only: tuple[Scalar, ...] = ()  # values that need a GPU (e.g. precision fp16)
     stack_framework: bool = False  # the value names a framework the cell's stack must pin
     help: str = ""
@@ -58,6 +59,8 @@ class ParamDecl(BaseModel):
             return f"{value!r} is not one of: {allowed}"
         if self.min is not None and isinstance(value, int | float) and value < self.min:
             return f"{value!r} is below the minimum {self.min:g}"
+        if self.max is not None and isinstance(value, int | float) and value > self.max:
+            return f"{value!r} is above the maximum {self.max:g}"
         return None
 
     @model_validator(mode="after")

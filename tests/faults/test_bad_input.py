@@ -9,7 +9,9 @@ Each corpus file's first line says what is expected:
 from __future__ import annotations
 
 import copy
+import os
 import re
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -81,6 +83,20 @@ def test_a_directory_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: {folder}: is a directory, not a matrix file"
     assert not (tmp_path / "run").exists()
+
+
+def test_a_matrix_read_from_a_pipe_is_validated(tmp_path):
+    """Pipes are not refused like directories: `matrix validate <(envsubst < tpl)` works."""
+    fifo = tmp_path / "matrix.fifo"
+    os.mkfifo(fifo)
+    source = Path(__file__).parents[2] / "matrix" / "local.yaml"
+    writer = subprocess.Popen(["dd", f"if={source}", f"of={fifo}", "status=none"])
+    try:
+        result = run_cli("validate", str(fifo), cwd=tmp_path, timeout=60)
+    finally:
+        writer.kill()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().startswith(f"{fifo}: ok (")
 
 
 @pytest.mark.parametrize(("make", "problem"), [
