@@ -38,7 +38,10 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def engine(engine2: SecondEngine) -> Iterator[SecondEngine]:
-    """The second engine, running (a test before may have left it stopped)."""
+    """The second engine, running and answering (a test before may have left it stopped, or
+    failed while it was starting)."""
+    if engine2.process is not None and not engine2.answers():
+        engine2.stop(crash=True)
     if engine2.process is None:
         engine2.start()
     yield engine2
