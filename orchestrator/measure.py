@@ -87,7 +87,9 @@ class TensorflowProbe:
 
     With several replicas (MirroredStrategy) each GPU holds one, so the largest per-device
     peak is reported, as torch's per-device peak. On a CPU-only machine the device is the
-    CPU, whose allocator TensorFlow counts too. `api` is `tf.config.experimental`; passing
+    CPU, whose allocator keeps statistics only with oneDNN on (TensorFlow's default only on
+    CPUs with AVX-512 VNNI/BF16 or AMX): a device without them is left out, so nothing is
+    reported rather than the cell failing. `api` is `tf.config.experimental`; passing
     another is the seam for recorded readings.
     """
 
@@ -96,7 +98,15 @@ class TensorflowProbe:
             import tensorflow as tf
 
             api = tf.config.experimental
-        self.devices, self.api = list(devices), api
+        self.api = api
+        self.devices = [device for device in devices if self._keeps_statistics(device)]
+
+    def _keeps_statistics(self, device: str) -> bool:
+        try:
+            self.api.get_memory_info(device)
+        except ValueError:  # "Allocator stats not available for device ..."
+            return False
+        return True
 
     def reset(self) -> None:
         for device in self.devices:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,26 +23,35 @@ from orchestrator.measure import (
     JaxProbe,
     TensorflowProbe,
     jax_sync,
-    tensorflow_probes,
-    tensorflow_sync,
 )
 from tests.cells import make_cell
 
 GiB = 1 << 30
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class RecordedTfMemory:
-    """`tf.config.experimental`'s memory calls, answering from recorded per-device peaks."""
+    """`tf.config.experimental`'s memory calls, answering from recorded per-device peaks.
 
-    def __init__(self, peaks: dict[str, list[int]]) -> None:
-        self.peaks = {device: iter(values) for device, values in peaks.items()}
+    A reset starts the next epoch's readings; a device in `without_statistics` answers as
+    TensorFlow's CPU allocator does without oneDNN.
+    """
+
+    def __init__(self, peaks: dict[str, list[int]], without_statistics: set[str] = frozenset()
+                 ) -> None:
+        self.peaks, self.without_statistics = peaks, without_statistics
         self.resets: list[str] = []
 
     def reset_memory_stats(self, device: str) -> None:
+        if device in self.without_statistics:
+            raise ValueError(f"Cannot reset memory stats for device '{device}'")
         self.resets.append(device)
 
     def get_memory_info(self, device: str) -> dict[str, int]:
-        return {"current": 0, "peak": next(self.peaks[device])}
+        if device in self.without_statistics:
+            raise ValueError(f"Allocator stats not available for device '{device}'")
+        epoch = max(self.resets.count(device) - 1, 0)
+        return {"current": 0, "peak": self.peaks[device][epoch]}
 
 
 def test_tensorflow_probe_resets_every_device_each_epoch_and_reports_the_largest_peak():
@@ -56,21 +68,53 @@ def test_tensorflow_probe_resets_every_device_each_epoch_and_reports_the_largest
     assert api.resets == ["/device:GPU:0", "/device:GPU:1"] * 2
 
 
-def test_tensorflow_probe_reads_the_real_cpu_allocator_peak_of_each_epoch():
-    import tensorflow as tf
+def test_a_tensorflow_device_without_allocator_statistics_reports_nothing_instead_of_failing():
+    api = RecordedTfMemory({}, without_statistics={"/device:CPU:0"})
+    meter = EpochMeter(warmup_steps=0, probes=[TensorflowProbe(["/device:CPU:0"], api=api)])
+    with meter.step(items=1):
+        pass
+    assert "mem_alloc_peak_bytes" not in meter.summary()  # absent, never a false zero
 
-    (probe,) = tensorflow_probes()
-    assert probe.devices == ["/device:CPU:0"]  # no GPU here
-    peaks = []
-    for rows in (4000, 1000):  # 16 MB, then 4 MB of float32 held during the epoch
-        meter = EpochMeter(warmup_steps=0, sync=tensorflow_sync, probes=[probe])
-        with meter.step(items=1):
-            held = tf.ones((rows, 1000))
-            tf.reduce_sum(held).numpy()
-        del held
-        peaks.append(meter.summary()["mem_alloc_peak_bytes"])
-    assert 16e6 <= peaks[0] < 40e6
-    assert 4e6 <= peaks[1] < 16e6, "the second epoch's peak must not carry the first's"
+
+# Run in a fresh interpreter: TF_ENABLE_ONEDNN_OPTS is read when TensorFlow loads, and it
+# decides whether the CPU allocator keeps statistics (TensorFlow's default depends on the CPU).
+_REAL_CPU_EPOCHS = """
+import json
+import tensorflow as tf
+from orchestrator.measure import EpochMeter, tensorflow_probes, tensorflow_sync
+
+(probe,) = tensorflow_probes()
+peaks = []
+for rows in (4000, 1000):  # 16 MB, then 4 MB of float32 held during the epoch
+    meter = EpochMeter(warmup_steps=0, sync=tensorflow_sync, probes=[probe])
+    with meter.step(items=1):
+        held = tf.ones((rows, 1000))
+        tf.reduce_sum(held).numpy()
+    del held
+    peaks.append(meter.summary().get("mem_alloc_peak_bytes"))
+print(json.dumps({"devices": probe.devices, "peaks": peaks}))
+"""
+
+
+def _real_cpu_epochs(onednn: str) -> dict:
+    env = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": onednn, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", _REAL_CPU_EPOCHS], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_tensorflow_probe_reads_the_real_cpu_allocator_peak_of_each_epoch():
+    result = _real_cpu_epochs(onednn="1")  # oneDNN's CPU allocator keeps statistics
+    assert result["devices"] == ["/device:CPU:0"]  # no GPU here
+    first, second = result["peaks"]
+    assert 16e6 <= first < 40e6
+    assert 4e6 <= second < 16e6, "the second epoch's peak must not carry the first's"
+
+
+def test_tensorflow_probe_reports_no_peak_where_the_cpu_allocator_keeps_none():
+    result = _real_cpu_epochs(onednn="0")  # TensorFlow's default on CPUs without AVX-512
+    assert result == {"devices": [], "peaks": [None, None]}
 
 
 class RecordedJaxDevice:
