@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,11 +108,41 @@ def test_tiny_synthetic_epochs_are_measured(tmp_path: Path) -> None:
         assert "mem_alloc_peak_bytes" not in record  # no CUDA probe on the CPU
 
 
-def test_other_precisions_and_options_run_on_the_cpu(tmp_path: Path) -> None:
-    params = tiny(precision="bf16", layers=2, clip=0.25, synthetic_tokens=8000, eval_tokens=0)
+def test_options_run_on_the_cpu(tmp_path: Path) -> None:
+    params = tiny(layers=2, clip=0.25, synthetic_tokens=8000, eval_tokens=0)
     [record] = run_cell(tmp_path, params, epochs=1)
     assert record["items"] == timed_words(params)
     assert "eval_words_per_s" not in record and "eval_s" not in record  # nothing to evaluate
+
+
+def test_bf16_on_the_cpu_runs_where_onednn_has_bf16_kernels_and_is_unsupported_elsewhere(
+        tmp_path: Path) -> None:
+    import torch
+
+    params = tiny(precision="bf16", layers=2, synthetic_tokens=8000, eval_tokens=0)
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # AVX-512 or AMX: a bf16 nn.LSTM
+        [record] = run_cell(tmp_path, params, epochs=1)
+        assert record["items"] == timed_words(params)
+    else:
+        with pytest.raises(Unsupported, match=r"nn\.LSTM cannot run in bf16 on this CPU"):
+            run_cell(tmp_path, params, epochs=1)
+
+
+def test_a_cpu_without_bf16_kernels_makes_a_bf16_cell_unsupported_with_the_reason(
+        tmp_path: Path) -> None:
+    # oneDNN capped at AVX2 (read when torch loads, so in a worker of its own): the same
+    # CPU as one without AVX-512, on any x86 machine.
+    cell, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
+    cell.write_text(json.dumps(make_cell(tiny(precision="bf16"), epochs=1)))
+    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell), str(out)],
+                          cwd=PROJECT, env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"},
+                          capture_output=True, text=True, timeout=300, check=False)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert done.returncode == 1
+    [error] = [r for r in records if r["record"] == "error"]
+    assert error["kind"] == "unsupported"
+    assert "precision bf16: nn.LSTM cannot run in bf16 on this CPU" in error["message"]
+    assert not [r for r in records if r["record"] == "measurement"]  # nothing timed as bf16
 
 
 def test_gpu_only_precision_is_unsupported_on_the_cpu(tmp_path: Path) -> None:

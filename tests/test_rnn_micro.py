@@ -188,9 +188,24 @@ def test_compiled_needs_warmup_for_its_compilation(tmp_path: Path) -> None:
         run_cell(tmp_path, tiny(rnn_impl="compiled", warmup_steps=1), epochs=1)
 
 
-def test_bf16_runs_on_the_cpu(tmp_path: Path) -> None:
-    [record] = run_cell(tmp_path, tiny(precision="bf16", layers=2), epochs=1)
-    assert record["us_per_example_train"] > 0
+def test_bf16_fused_runs_where_onednn_has_bf16_kernels_and_is_unsupported_elsewhere(
+        tmp_path: Path) -> None:
+    params = tiny(precision="bf16", layers=2)
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # AVX-512 or AMX: a bf16 nn.LSTM
+        [record] = run_cell(tmp_path, params, epochs=1)
+        assert record["us_per_example_train"] > 0
+    else:
+        with pytest.raises(Unsupported, match=r"nn\.LSTM cannot run in bf16 on this CPU"):
+            run_cell(tmp_path, params, epochs=1)
+
+
+@pytest.mark.parametrize("rnn_impl", ["unfused", "compiled"])
+def test_a_bf16_cell_loop_on_the_cpu_is_unsupported_not_timed_in_fp32(
+        tmp_path: Path, rnn_impl: str) -> None:
+    # CPU autocast leaves nn.LSTMCell in fp32: timing it would label fp32 numbers bf16.
+    with pytest.raises(Unsupported,
+                       match=r"runs the nn\.LSTMCell loop in torch\.float32 .* not bf16"):
+        run_cell(tmp_path, tiny(precision="bf16", rnn_impl=rnn_impl), epochs=1)
 
 
 def test_gpu_only_precision_is_unsupported_on_the_cpu(tmp_path: Path) -> None:

@@ -43,6 +43,35 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
+def require_autocast_dtype(module: torch.nn.Module, name: str, example: torch.Tensor,
+                           precision: str, device: torch.device) -> None:
+    """Check, before anything is timed, that `module` really computes in fp16/bf16 here.
+
+    A cell labelled bf16 must not time fp32: CPU autocast leaves nn.LSTMCell in fp32, and
+    oneDNN builds no bf16 nn.LSTM on CPUs without AVX-512 or AMX (the cell would crash
+    mid-epoch). Either way the configuration is `unsupported`, with the reason (`name`: the
+    module in the user's words). One call on a tiny `example`, the random streams restored
+    afterwards (dropout draws from them).
+    """
+    if precision not in AUTOCAST_DTYPES:
+        return
+    wanted = AUTOCAST_DTYPES[precision]
+    where = (f"this CPU (torch CPU capability {torch.backends.cpu.get_cpu_capability()})"
+             if device.type == "cpu" else f"this {device.type} device")
+    cuda = [device] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=cuda), torch.no_grad(), autocast(precision, device):
+            output = module(example)
+    except RuntimeError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Unsupported(f"precision {precision}: {name} cannot run in {precision} on {where}: "
+                          f"{reason}") from exc
+    output = output[0] if isinstance(output, tuple) else output
+    if output.dtype != wanted:
+        raise Unsupported(f"precision {precision}: autocast runs {name} in {output.dtype} on "
+                          f"{where}, so this cell would time {output.dtype}, not {precision}")
+
+
 def backward_and_step(loss: torch.Tensor, model: torch.nn.Module,
                       optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
                       clip: float) -> None:

@@ -19,7 +19,13 @@ from torch import nn
 
 from orchestrator import datasets
 from orchestrator.context import Context, Unsupported
-from workloads.torch_common import autocast, backward_and_step, set_precision, use_torch
+from workloads.torch_common import (
+    autocast,
+    backward_and_step,
+    require_autocast_dtype,
+    set_precision,
+    use_torch,
+)
 
 Hidden = tuple[torch.Tensor, torch.Tensor]
 SPLITS = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")
@@ -158,6 +164,9 @@ def run(ctx: Context) -> None:
             f"{seq_len}, not more than warmup_steps={warmup}: use more tokens or smaller batches")
 
     trainer = Trainer(p, corpus.vocab, device)
+    lstm = trainer.model.lstm
+    require_autocast_dtype(lstm, "nn.LSTM", torch.zeros(2, 1, lstm.input_size, device=device),
+                           precision, device)
     for epoch in ctx.epoch_range():
         trainer.model.train()
         state = trainer.model.initial_state(batch_size)

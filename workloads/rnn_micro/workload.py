@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from orchestrator.context import Context, Unsupported
-from workloads.torch_common import autocast, set_precision, use_torch
+from workloads.torch_common import autocast, require_autocast_dtype, set_precision, use_torch
 
 Net = Callable[[torch.Tensor], torch.Tensor]
 COMPILED_MIN_WARMUP = 2  # compile on the first call, specialise on the second (TorchScript)
@@ -148,6 +148,9 @@ def setup(params: dict[str, Any], device: torch.device) -> Bench:
     else:
         model = CellLoop(hidden, layers).to(device)
         net, how = (model, "nn.LSTMCell loop") if impl == "unfused" else compile_loop(model, device)
+    module = "nn.LSTM" if impl == "fused" else "the nn.LSTMCell loop"  # compiled: the same loop
+    require_autocast_dtype(model, module, torch.zeros(1, 2, hidden, device=device), precision,
+                           device)
     return Bench(model, net, how, torch.optim.SGD(model.parameters(), lr=0.01),
                  torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
                  inputs, target, precision, device)
