@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,8 @@ from orchestrator.context import Context, RecordWriter
 from orchestrator.matrix import Cell, cell_id_of, config_id_of
 from orchestrator.registry import load_workload
 from orchestrator.spec import Hardware, Stack
+
+PROJECT = Path(__file__).resolve().parents[1]
 
 
 def make_cell(workload: str, params: dict[str, Any], epochs: int,
@@ -36,3 +41,23 @@ def run_workload(tmp_path: Path, workload: str, params: dict[str, Any], epochs: 
     module.run(ctx)
     assert ctx.framework == "torch"
     return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def run_worker(tmp_path: Path, cell: dict[str, Any], env: dict[str, str] | None = None
+               ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """Run `python -m orchestrator.worker` on `cell` in a process of its own, as an executor
+    does (with `env` added to this environment); its exit, output and records."""
+    cell_file, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
+    cell_file.write_text(json.dumps(cell))
+    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell_file), str(out)],
+                          cwd=PROJECT, env={**os.environ, **(env or {})}, capture_output=True,
+                          text=True, timeout=300, check=False)
+    return done, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def cpu_has_bf16_lstm() -> bool:
+    """Whether oneDNN has bf16 kernels on this CPU (AVX-512 or AMX), which nn.LSTM needs to
+    run in bf16 there."""
+    import torch
+
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +113,8 @@ def test_options_run_on_the_cpu(tmp_path: Path) -> None:
 
 def test_bf16_on_the_cpu_runs_where_onednn_has_bf16_kernels_and_is_unsupported_elsewhere(
         tmp_path: Path) -> None:
-    import torch
-
     params = tiny(precision="bf16", layers=2, synthetic_tokens=8000, eval_tokens=0)
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # AVX-512 or AMX: a bf16 nn.LSTM
+    if cells.cpu_has_bf16_lstm():
         [record] = run_cell(tmp_path, params, epochs=1)
         assert record["items"] == timed_words(params)
     else:
@@ -130,14 +124,10 @@ def test_bf16_on_the_cpu_runs_where_onednn_has_bf16_kernels_and_is_unsupported_e
 
 def test_a_cpu_without_bf16_kernels_makes_a_bf16_cell_unsupported_with_the_reason(
         tmp_path: Path) -> None:
-    # oneDNN capped at AVX2 (read when torch loads, so in a worker of its own): the same
-    # CPU as one without AVX-512, on any x86 machine.
-    cell, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
-    cell.write_text(json.dumps(make_cell(tiny(precision="bf16"), epochs=1)))
-    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell), str(out)],
-                          cwd=PROJECT, env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"},
-                          capture_output=True, text=True, timeout=300, check=False)
-    records = [json.loads(line) for line in out.read_text().splitlines()]
+    # oneDNN capped at AVX2 (read when torch loads, so in a worker of its own) stands for a
+    # CPU without AVX-512 on a machine that has it.
+    done, records = cells.run_worker(tmp_path, make_cell(tiny(precision="bf16"), epochs=1),
+                                     env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
     assert done.returncode == 1
     [error] = [r for r in records if r["record"] == "error"]
     assert error["kind"] == "unsupported"
@@ -166,12 +156,9 @@ def test_too_little_data_for_the_warmup_is_a_clear_error(tmp_path: Path) -> None
 
 def test_the_worker_runs_a_cell_end_to_end(tmp_path: Path) -> None:
     params = tiny(synthetic_tokens=8000, eval_tokens=2000)
-    cell_file, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
-    cell_file.write_text(json.dumps(make_cell(params, epochs=1)))
-    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell_file), str(out)],
-                          cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    done, written = cells.run_worker(tmp_path, make_cell(params, epochs=1))
     assert done.returncode == 0, done.stderr
-    records = {r["record"]: r for r in map(json.loads, out.read_text().splitlines())}
+    records = {r["record"]: r for r in written}
     assert records["measurement"]["items"] == timed_words(params)
     assert records["provenance"]["framework"] == "torch"
     assert records["provenance"]["data_sha256"] == {}  # synthetic data: no files

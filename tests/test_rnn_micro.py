@@ -4,9 +4,6 @@ implementations computing one function, and measured rounds."""
 from __future__ import annotations
 
 import itertools
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +188,7 @@ def test_compiled_needs_warmup_for_its_compilation(tmp_path: Path) -> None:
 def test_bf16_fused_runs_where_onednn_has_bf16_kernels_and_is_unsupported_elsewhere(
         tmp_path: Path) -> None:
     params = tiny(precision="bf16", layers=2)
-    if torch.ops.mkldnn._is_mkldnn_bf16_supported():  # AVX-512 or AMX: a bf16 nn.LSTM
+    if cells.cpu_has_bf16_lstm():
         [record] = run_cell(tmp_path, params, epochs=1)
         assert record["us_per_example_train"] > 0
     else:
@@ -204,7 +201,7 @@ def test_a_bf16_cell_loop_on_the_cpu_is_unsupported_not_timed_in_fp32(
         tmp_path: Path, rnn_impl: str) -> None:
     # CPU autocast leaves nn.LSTMCell in fp32: timing it would label fp32 numbers bf16.
     with pytest.raises(Unsupported,
-                       match=r"runs the nn\.LSTMCell loop in torch\.float32 .* not bf16"):
+                       match=r"runs nn\.LSTMCell loop in torch\.float32 .* not bf16"):
         run_cell(tmp_path, tiny(precision="bf16", rnn_impl=rnn_impl), epochs=1)
 
 
@@ -223,13 +220,9 @@ def test_the_worker_runs_a_torch_compiled_cell_end_to_end(tmp_path: Path) -> Non
     inductor cache, 2 s from a warm one)."""
     if workload.compile_problem(CPU) is not None:
         pytest.skip(f"torch.compile cannot run here: {workload.compile_problem(CPU)}")
-    cell_file, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
-    cell_file.write_text(json.dumps(make_cell(tiny(rnn_impl="compiled"), epochs=2)))
-    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell_file), str(out)],
-                          cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    done, records = cells.run_worker(tmp_path, make_cell(tiny(rnn_impl="compiled"), epochs=2))
     assert done.returncode == 0, done.stderr
     assert "runs as torch.compile" in done.stdout
-    records = [json.loads(line) for line in out.read_text().splitlines()]
     rounds = [r for r in records if r["record"] == "measurement"]
     assert [r["epoch"] for r in rounds] == [1, 2]
     # Compilation happened in round 1's warm-up (seconds, even from inductor's cache), not in

@@ -3,10 +3,7 @@ and measured epochs."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,6 @@ from orchestrator.registry import load_workload
 from tests import cells
 from workloads.transformer_ft.flops import flops_per_item, forward_flops_per_item
 
-PROJECT = Path(__file__).resolve().parent.parent
 INFO = load_workload("transformer_ft")
 SEED = INFO.resolve({})
 
@@ -181,12 +177,9 @@ def test_missing_weights_directory_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_the_worker_runs_a_cell_end_to_end(tmp_path: Path) -> None:
-    cell_file, out = tmp_path / "cell.json", tmp_path / "out.jsonl"
-    cell_file.write_text(json.dumps(make_cell(tiny(examples=80), epochs=1)))
-    done = subprocess.run([sys.executable, "-m", "orchestrator.worker", str(cell_file), str(out)],
-                          cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    done, written = cells.run_worker(tmp_path, make_cell(tiny(examples=80), epochs=1))
     assert done.returncode == 0, done.stderr
-    records = {r["record"]: r for r in map(json.loads, out.read_text().splitlines())}
+    records = {r["record"]: r for r in written}
     assert records["measurement"]["items"] == 8 * 8
     assert records["provenance"]["framework"] == "torch"
     assert "error" not in records

@@ -143,14 +143,13 @@ def setup(params: dict[str, Any], device: torch.device) -> Bench:
     torch.manual_seed(int(params["seed"]))  # nn.LSTM and the cells draw in the same order
     model: nn.Module
     if impl == "fused":
-        model = Fused(hidden, layers).to(device)
-        net, how = model, "nn.LSTM"
+        model, name = Fused(hidden, layers).to(device), "nn.LSTM"
     else:
-        model = CellLoop(hidden, layers).to(device)
-        net, how = (model, "nn.LSTMCell loop") if impl == "unfused" else compile_loop(model, device)
-    module = "nn.LSTM" if impl == "fused" else "the nn.LSTMCell loop"  # compiled: the same loop
-    require_autocast_dtype(model, module, torch.zeros(1, 2, hidden, device=device), precision,
+        model, name = CellLoop(hidden, layers).to(device), "nn.LSTMCell loop"
+    # Before compiling: compiled is the same loop, and a refused precision compiles nothing.
+    require_autocast_dtype(model, name, torch.zeros(1, 2, hidden, device=device), precision,
                            device)
+    net, how = compile_loop(model, device) if impl == "compiled" else (model, name)
     return Bench(model, net, how, torch.optim.SGD(model.parameters(), lr=0.01),
                  torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
                  inputs, target, precision, device)
