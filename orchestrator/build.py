@@ -16,6 +16,7 @@ from rich.console import Console
 from orchestrator.executors.outcome import not_run_records, tail_of
 from orchestrator.images import (
     BuildFailure,
+    BuildStepStopped,
     EngineUnavailable,
     ImageError,
     ImageRef,
@@ -81,6 +82,9 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
                 found = push(client, found, spec.images.registry)
                 console.print(f"pushed {stack.name}: {found.repo_digest}")
             refs[stack.name] = found
+        except BuildStepStopped as exc:  # the engine's doing: it may answer the next stack
+            failures[stack.name] = BuildFailure(stack.name, str(exc), tail_of(log), True)
+            console.print(f"[red]image failed:[/] {exc} (log {log})")
         except (ImageError, docker.errors.APIError) as exc:  # the engine refused a step
             failures[stack.name] = BuildFailure(stack.name, str(exc), tail_of(log))
             console.print(f"[red]image failed:[/] {exc} (log {log})")

@@ -17,8 +17,10 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -45,6 +47,11 @@ class ImageError(MatrixError):
 
 class EngineUnavailable(MatrixError):
     """No Docker engine answers."""
+
+
+class BuildStepStopped(ImageError):
+    """The engine stopped a build step's container (it shuts down, or someone stopped the
+    container) or went away: the engine's doing, not the stack's."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,7 @@ class BuildFailure:
     stack: str
     reason: str
     log_tail: str
-    engine_unavailable: bool = False  # no engine answered: nothing was tried
+    engine_unavailable: bool = False  # the engine was gone or stopped the build: not the stack
 
 
 def render(stack: Stack, images: Images) -> Rendered:
@@ -208,6 +215,7 @@ def worker_code() -> tuple[tuple[str, bytes], ...]:
 
 PROBE_TIMEOUT_S = 10  # an engine that does not answer a ping this fast is not usable
 API_TIMEOUT_S = 30  # any other call but builds, which have none (steps may be silent)
+STEP_CONTAINER = re.compile(r"\s*---> Running in ([0-9a-f]{12,64})")  # the classic builder's
 
 
 def engine_name() -> str:
@@ -249,6 +257,37 @@ def engine_lost_errors() -> tuple[type[BaseException], ...]:
             ConnectionError)
 
 
+@functools.cache
+def engine_errors() -> tuple[type[BaseException], ...]:
+    """What the SDK raises when the engine is gone, hangs or refuses."""
+    try:
+        import docker
+    except ImportError:
+        return ()
+    return (*engine_lost_errors(), docker.errors.DockerException)
+
+
+def stopped_by_the_engine(client: Any, container_id: str, since: datetime, what: str,
+                          when: str) -> str | None:
+    """Why a container that ended by a signal was stopped by its engine (it shuts down, or
+    someone stopped the container) rather than by its own process, or None: the engine's
+    `kill` events for it since `since` say so."""
+    # `until` to the nanosecond: the SDK cuts a datetime to whole seconds, which misses a
+    # kill in the current second (6 of 6 such queries did).
+    until = f"{time.time():.9f}"
+    try:
+        kills = list(client.events(since=since, until=until, decode=True,
+                                   filters={"container": container_id, "event": "kill"}))
+    except engine_errors() as exc:
+        return engine_lost(exc, when)
+    if not kills:
+        return None
+    signals = ", ".join(k.get("Actor", {}).get("Attributes", {}).get("signal", "?")
+                        for k in kills)
+    return (f"the Docker engine at {engine_name()} stopped {what}{when} (signals {signals}), "
+            f"as it does when it shuts down")
+
+
 def engine_lost(exc: BaseException, when: str = "") -> str:
     """Why a cell or a build lost its engine, in one line."""
     return f"the Docker engine at {engine_name()} stopped answering{when}: {first_line(exc)}"
@@ -274,8 +313,10 @@ def find_image(client: Any, stack: str, tag: str) -> ImageRef | None:
 def build_image(client: Any, rendered: Rendered, log_path: Path,
                 on_line: Callable[[str], None] = lambda line: None) -> ImageRef:
     """Build the stack's image, its log streamed to `log_path` and to `on_line`;
-    ImageError on failure. Callers build only a tag that `find_image` does not find."""
+    ImageError on failure, BuildStepStopped where the engine stopped the failing step.
+    Callers build only a tag that `find_image` does not find."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    since, step_container = datetime.now(UTC), None
     with open(log_path, "w", encoding="utf-8") as log, \
             tempfile.TemporaryDirectory(prefix="matrix-build-") as context:
         _write_context(Path(context), rendered)
@@ -290,6 +331,8 @@ def build_image(client: Any, rendered: Rendered, log_path: Path,
             error = None
             for chunk in stream:
                 text = chunk.get("stream") or chunk.get("status") or ""
+                if step := STEP_CONTAINER.match(text):
+                    step_container = step.group(1)
                 if "error" in chunk:
                     error = str(chunk["error"]).strip()
                     text = f"ERROR: {error}\n"
@@ -298,6 +341,11 @@ def build_image(client: Any, rendered: Rendered, log_path: Path,
                     log.flush()
                     on_line(text.rstrip())
     if error is not None:
+        stopped = step_container and stopped_by_the_engine(
+            client, step_container, since, "the build step",
+            f" while preparing the image of {rendered.stack}")
+        if stopped:  # an engine shutting down kills the step before its API goes away
+            raise BuildStepStopped(f"{stopped}; the step said: {error}")
         raise ImageError(f"stack {rendered.stack}: image build failed: {error}")
     built = find_image(client, rendered.stack, rendered.tag)
     if built is None:

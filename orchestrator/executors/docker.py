@@ -26,10 +26,12 @@ from orchestrator.images import (
     ImageRef,
     check_engine,
     docker_client,
+    engine_errors,
     engine_lost,
     engine_lost_errors,
     engine_name,
     first_line,
+    stopped_by_the_engine,
 )
 from orchestrator.matrix import Cell
 from orchestrator.records import Record, Status
@@ -41,16 +43,7 @@ LABEL_CELL = "matrix-bench.cell"
 WAIT_SLICE_S = 10.0  # a cell's wait asks the engine this often whether it still answers
 
 
-def _engine_errors() -> tuple[type[BaseException], ...]:
-    """What the SDK raises when the engine is gone, hangs or refuses."""
-    try:
-        import docker
-    except ImportError:
-        return ()
-    return (*engine_lost_errors(), docker.errors.DockerException)
-
-
-ENGINE_ERRORS = _engine_errors()
+ENGINE_ERRORS = engine_errors()
 
 
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
@@ -94,7 +87,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
     try:
         timed_out, returncode, oom = _wait(client, container, cell.timeout_s)
         if returncode is not None and returncode < 0 and not oom:
-            lost = _stopped_by_the_engine(client, container, since)
+            lost = stopped_by_the_engine(client, container.id, since, "the container",
+                                         " mid-cell")
     except ENGINE_ERRORS as exc:  # gone or hung, or it answered with an error
         timed_out, returncode, oom = False, None, False
         answers = not isinstance(exc, engine_lost_errors())
@@ -213,22 +207,6 @@ def _wait(client: Any, container: Any, timeout_s: float) -> tuple[bool, int | No
     code = int(result["StatusCode"])
     # The engine reports death by signal N as 128 + N; the outcome classifier wants -N.
     return False, -(code - 128) if 128 < code <= 128 + 64 else code, oom
-
-
-def _stopped_by_the_engine(client: Any, container: Any, since: datetime) -> str | None:
-    """Why a container that ended by a signal was stopped by its engine (it shuts down, or
-    someone stopped the container) rather than crashed by its workload, or None."""
-    try:
-        kills = list(client.events(since=since, until=datetime.now(UTC), decode=True,
-                                   filters={"container": container.id, "event": "kill"}))
-    except ENGINE_ERRORS as exc:
-        return engine_lost(exc, " mid-cell")
-    if not kills:
-        return None
-    signals = ", ".join(k.get("Actor", {}).get("Attributes", {}).get("signal", "?")
-                        for k in kills)
-    return (f"the Docker engine at {engine_name()} stopped the container mid-cell (signals "
-            f"{signals}), as it does when it shuts down")
 
 
 def _follow_logs(container: Any, log_file: Path) -> None:

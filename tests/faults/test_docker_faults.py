@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from orchestrator.images import docker_client, find_image, render
 from orchestrator.matrix import expand
 from orchestrator.records import Status
 from orchestrator.spec import load_spec
-from tests.conftest import cell_records, run_cli, write
+from tests.conftest import ImageEnv, cell_records, run_cli, write
 from tests.faults.docker2 import (
     STACK,
     SecondEngine,
@@ -160,8 +161,9 @@ def test_a_container_left_by_a_killed_sweep_is_removed_by_the_next(
     assert labels[LABEL_RUN] == "left-behind" and labels[LABEL_CELL] == cell["cell_id"]
 
 
-def test_the_engine_stopping_mid_build_gives_executor_unavailable_rows_with_the_build_log(
-        engine, sweep, image_env, tmp_path):
+def start_a_build(sweep: Callable[[Path], subprocess.Popen[str]], image_env: ImageEnv,
+                  tmp_path: Path) -> subprocess.Popen[str]:
+    """A sweep whose stack must be built, once the build's pip step is running."""
     locks = tmp_path / "locks"  # the same pins under another tag: the build starts
     shutil.copytree(image_env.locks, locks)
     with open(locks / f"{STACK}.txt", "a") as lock:
@@ -173,15 +175,41 @@ def test_the_engine_stopping_mid_build_gives_executor_unavailable_rows_with_the_
     process = sweep(matrix)
     wait_for(lambda: build_log.exists() and "Collecting" in build_log.read_text(),
              "the build never reached pip")
-    engine.stop()
+    return process
+
+
+def build_stopped_cells(process: subprocess.Popen[str], tmp_path: Path) -> list[dict]:
+    """The cells of a sweep whose build the engine lost, once it has ended cleanly."""
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 0 and "Traceback" not in stderr, stdout + stderr
     cells = cell_records(tmp_path / "run")
     assert [c["status"] for c in cells] == ["executor_unavailable"] * 2, cells
-    for cell in cells:
-        assert f"{engine.host} stopped answering while preparing the image of {STACK}" in \
-            cell["error"], cell["error"]
-        assert "Collecting" in cell["log_tail"]
+    assert all("Collecting" in cell["log_tail"] for cell in cells)
+    return cells
+
+
+def test_the_engine_stopping_mid_build_gives_executor_unavailable_rows_with_the_build_log(
+        engine, sweep, image_env, tmp_path):
+    process = start_a_build(sweep, image_env, tmp_path)
+    engine.stop()
+    # A stopping engine either drops the build's stream, or first kills the running step
+    # and reports its exit 137 as the step's error: the engine's doing either way.
+    lost = re.compile(rf"the Docker engine at {re.escape(engine.host)} (stopped answering|"
+                      rf"stopped the build step) while preparing the image of {STACK}")
+    for cell in build_stopped_cells(process, tmp_path):
+        assert lost.search(cell["error"]), cell["error"]
+
+
+def test_a_build_step_the_engine_stops_is_not_the_stacks_failure(
+        engine, sweep, image_env, tmp_path):
+    process = start_a_build(sweep, image_env, tmp_path)
+    (step,) = engine.docker("ps", "-q").stdout.split()  # the pip step's container
+    engine.docker("kill", step)
+    for cell in build_stopped_cells(process, tmp_path):
+        assert (f"the Docker engine at {engine.host} stopped the build step while preparing "
+                f"the image of {STACK} (signals 9)") in cell["error"], cell["error"]
+        assert "returned a non-zero code: 137" in cell["error"]  # the step's own words
+    assert engine.answers()
 
 
 def test_a_container_an_earlier_attempt_left_does_not_block_the_cell(
