@@ -15,6 +15,7 @@ import hashlib
 import http.server
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -372,7 +373,7 @@ def _serve(wheelhouse: Path | None) -> Iterator[str | None]:
         yield None
         return
     handler = functools.partial(_QuietHandler, directory=str(wheelhouse))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _WheelServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -380,6 +381,13 @@ def _serve(wheelhouse: Path | None) -> Iterator[str | None]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class _WheelServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone mid-download (its build step was stopped) is no error of ours."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

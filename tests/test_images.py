@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from orchestrator import images
 from orchestrator.images import ImageError, lock_from_wheelhouse, lock_pins, render, worker_code
 from orchestrator.registry import available_workloads
 from orchestrator.spec import Images, Stack
@@ -69,3 +76,21 @@ def test_a_lock_from_a_wheelhouse_pins_each_wheel_by_its_hash(tmp_path):
     (tmp_path / "foo-1.0.tar.gz").write_bytes(b"sdist")
     with pytest.raises(ImageError, match=r"not wheels: foo-1\.0\.tar\.gz"):
         lock_from_wheelhouse(tmp_path)
+
+
+def test_a_build_step_killed_mid_download_leaves_the_wheelhouse_server_quiet(tmp_path, capfd):
+    wheel = os.urandom(32 << 20)  # more than loopback's socket buffers hold
+    (tmp_path / "big.whl").write_bytes(wheel)
+    with images._serve(tmp_path) as url:
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as killed:
+            killed.sendall(b"GET /big.whl HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert killed.recv(1024).startswith(b"HTTP/1.0 200")  # the download has begun
+            killed.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        with urllib.request.urlopen(url + "big.whl", timeout=30) as whole:  # still serving
+            assert whole.read() == wheel
+        deadline = time.monotonic() + 10  # the killed download's handler ends on its error
+        while any("process_request_thread" in t.name for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "a download handler never ended"
+            time.sleep(0.05)
+    assert "Traceback" not in capfd.readouterr().err
