@@ -126,33 +126,48 @@ def cluster_config(
         help="SSH ingress, e.g. 203.0.113.7/32 (default aws.ssh_cidr).")] = None,
 ) -> None:
     """Write the Ray cluster-launcher config of the matrix's EC2 hardware, checked against
-    Ray's schema. The AMI is aws.ami or the Deep Learning Base AMI (SSM, needs credentials)."""
+    Ray's schema, and make (or put right) its security group `matrix-bench-<name>`: SSH from
+    the one range, Ray among the nodes, nothing else. Needs AWS credentials; the AMI is
+    aws.ami or the Deep Learning Base AMI (SSM)."""
     import yaml
 
+    from orchestrator.cloud.cluster import Clients, security_group
+    from orchestrator.cloud.network import ssh_cidr_problem
+    from orchestrator.cloud.ray_cluster import ClusterConfigError, node_setup, validated
     from orchestrator.cloud.ray_cluster import cluster_config as render
-    from orchestrator.cloud.ray_cluster import node_setup, validated
     from orchestrator.spec import load_spec
 
     spec = load_spec(matrix_file)
     aws = spec.aws
-    cidr = ssh_cidr or (aws.ssh_cidr if aws else None)
+    if aws is None:
+        raise ClusterConfigError("the matrix has no aws section, so no EC2 cluster")
+    cidr = ssh_cidr or aws.ssh_cidr
     if cidr is None:
-        raise typer.BadParameter("give --ssh-cidr or aws.ssh_cidr: the one address that may "
-                                 "reach the nodes over SSH")
-    ami = aws.ami if aws and aws.ami else None
-    if ami is None and aws is not None:
-        import boto3
-
+        raise ClusterConfigError("give --ssh-cidr or aws.ssh_cidr: the one address range that "
+                                 "may reach the nodes over SSH")
+    if problem := ssh_cidr_problem(cidr):
+        raise ClusterConfigError(f"--ssh-cidr {problem}")
+    clients = Clients.for_region(aws.region)
+    if aws.ami:
+        ami = aws.ami
+    else:
         from orchestrator.cloud.aws import default_ami
 
-        ami = default_ami(boto3.client("ssm", region_name=aws.region))
-    config = render(spec, run_id=spec.name, ami=str(ami), key_name=f"matrix-bench-{spec.name}",
-                    ssh_private_key=f"~/.ssh/matrix-bench-{spec.name}.pem", ssh_cidr=cidr,
-                    setup_commands=node_setup())
-    validated(config)
+        ami = default_ami(clients.ssm)
+    setup = node_setup()
+
+    def render_for(group: str) -> dict:
+        return render(spec, run_id=spec.name, ami=ami, key_name=f"matrix-bench-{spec.name}",
+                      ssh_private_key=f"~/.ssh/matrix-bench-{spec.name}.pem",
+                      security_group_id=group, setup_commands=setup)
+
+    validated(render_for("sg-0"))  # Ray's schema first: nothing is made for a bad config
+    group = security_group(clients.ec2, spec.name, cidr, aws.subnet_id)
+    config = render_for(group)
     output.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     typer.echo(f"{output}: {len(config['available_node_types']) - 1} EC2 node types, "
-               f"AMI {ami}, region {config['provider']['region']}")
+               f"AMI {ami}, region {aws.region}, security group {group} (SSH from {cidr} "
+               "only)")
 
 
 @app.command()

@@ -8,13 +8,13 @@ the line and the field, and saying what was expected.
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orchestrator.cloud.network import ssh_cidr_problem
 from orchestrator.errors import SpecError, UnknownWorkloadError
 from orchestrator.framework_builds import cuda_build_problem
 from orchestrator.hardware import instance_type_problem, region_problem
@@ -359,12 +359,8 @@ def _check_aws(aws: Aws, doc: LocatedYaml) -> None:
         raise doc.error(("aws", "region"), problem)
     if aws.ami is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", aws.ami):
         raise doc.error(("aws", "ami"), f"{aws.ami!r} is not an AMI id (ami-0123456789abcdef0)")
-    if aws.ssh_cidr is not None:
-        try:
-            ipaddress.ip_network(aws.ssh_cidr, strict=False)
-        except ValueError:
-            raise doc.error(("aws", "ssh_cidr"), f"{aws.ssh_cidr!r} is not an address range "
-                                                 "(e.g. 203.0.113.7/32)") from None
+    if aws.ssh_cidr is not None and (problem := ssh_cidr_problem(aws.ssh_cidr)):
+        raise doc.error(("aws", "ssh_cidr"), problem)
     if aws.results_uri is not None and not re.fullmatch(
             r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?", aws.results_uri):
         raise doc.error(("aws", "results_uri"), f"{aws.results_uri!r} is not an S3 URI "

@@ -41,6 +41,7 @@ class LoopbackLauncher:
             TAG_RAY_USER_NODE_TYPE,
         )
 
+        forget_rays_aws_clients()
         config = bootstrap_aws(prepare_config(yaml.safe_load(config_path.read_text())))
         self.provider = AWSNodeProvider(config["provider"], config["cluster_name"])
         for name, node_type in config["available_node_types"].items():
@@ -55,6 +56,15 @@ class LoopbackLauncher:
     def down(self, config_path: Path) -> None:
         if self.provider is not None:
             self.provider.terminate_nodes(self.provider.non_terminated_nodes({}))
+
+
+def forget_rays_aws_clients() -> None:
+    """Ray caches its boto3 clients per region for the life of the process; each test's
+    moto server listens on a port of its own."""
+    from ray.autoscaler._private.aws import config, utils
+
+    for cached in (utils.resource_cache, utils.client_cache, config._get_subnets_or_die):
+        cached.cache_clear()
 
 
 def instances_of(ec2: Any, run: str) -> list[dict[str, Any]]:

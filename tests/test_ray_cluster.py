@@ -3,11 +3,14 @@ offline, and the `matrix cluster-config` command (its AMI from SSM on moto)."""
 
 from __future__ import annotations
 
+import shlex
+
 import boto3
 import pytest
 import yaml
 
 from orchestrator.cloud.aws import DLAMI_PARAMETER, default_ami
+from orchestrator.cloud.network import rules_of, wanted_rules
 from orchestrator.cloud.ray_cluster import (
     ClusterConfigError,
     cluster_config,
@@ -32,8 +35,8 @@ workloads: [{name: sleep}]
 def render(tmp_path, text: str = SWEEP) -> dict:
     spec = load_spec(write(tmp_path / "m.yaml", text))
     return cluster_config(spec, run_id="r1", ami="ami-0123456789abcdef0", key_name="k1",
-                          ssh_private_key="~/.ssh/k1.pem", ssh_cidr="203.0.113.7/32",
-                          setup_commands=node_setup())
+                          ssh_private_key="~/.ssh/k1.pem",
+                          security_group_id="sg-0123456789abcdef0", setup_commands=node_setup())
 
 
 def test_one_node_type_per_ec2_entry_offering_its_hw_resource_and_gpus(tmp_path):
@@ -60,9 +63,10 @@ def test_teardown_terminates_and_every_node_has_its_dead_mans_switch(tmp_path):
         assert node["IamInstanceProfile"] == {"Name": "matrix-bench-node"}
         tags = node["TagSpecifications"][0]["Tags"]
         assert {"Key": "matrix-bench-run", "Value": "r1"} in tags
-    ingress = config["provider"]["security_group"]["IpPermissions"]
-    assert ingress == [{"FromPort": 22, "ToPort": 22, "IpProtocol": "tcp",
-                        "IpRanges": [{"CidrIp": "203.0.113.7/32"}]}]
+        assert node["SecurityGroupIds"] == ["sg-0123456789abcdef0"]  # Ray makes no group
+        assert node["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpTokens": "required",
+                                           "HttpPutResponseHopLimit": 1}
+    assert "security_group" not in config["provider"]
 
 
 def test_rays_schema_rejection_is_a_clear_error(tmp_path):
@@ -80,14 +84,48 @@ def test_ec2_hardware_needs_an_instance_profile(tmp_path):
             "instance_profile: matrix-bench-node, ", "")))
 
 
-def test_the_cli_writes_the_validated_config(tmp_path):
+def test_the_cli_writes_the_validated_config_and_the_group_it_names(tmp_path, moto_server):
     write(tmp_path / "m.yaml", SWEEP.replace("max_lifetime_hours: 6", "ami: ami-0fedcba98"))
     done = run_cli("cluster-config", "m.yaml", "-o", "cluster.yaml", "--ssh-cidr",
                    "198.51.100.1/32", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     config = yaml.safe_load((tmp_path / "cluster.yaml").read_text())
     assert config["available_node_types"]["head"]["node_config"]["ImageId"] == "ami-0fedcba98"
-    assert "2 EC2 node types, AMI ami-0fedcba98, region us-west-2" in done.stdout
+    (group,) = {g for t in config["available_node_types"].values()
+                for g in t["node_config"]["SecurityGroupIds"]}
+    assert "2 EC2 node types, AMI ami-0fedcba98, region us-west-2, security group " \
+        f"{group} (SSH from 198.51.100.1/32 only)" in done.stdout
+    ec2 = boto3.client("ec2", region_name="us-west-2")
+    (held,) = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"]
+    assert held["GroupName"] == "matrix-bench-p3-vs-c5"
+    assert rules_of(held) == wanted_rules(group, "198.51.100.1/32")
+
+
+@pytest.mark.parametrize(("cidr", "why"), [
+    ("0.0.0.0/0", "0.0.0.0/0 would open SSH to the internet at large"),
+    ("::/0", "::/0 would open SSH to the internet at large"),
+    ("8.0.0.0/8", "8.0.0.0/8 would open SSH to the internet at large"),
+    ("not-a-cidr", "'not-a-cidr' is not an address range"),
+    ("198.51.100.1/24", "'198.51.100.1/24' has host bits set: write 198.51.100.0/24")])
+def test_the_cli_refuses_an_ssh_range_it_would_not_validate(tmp_path, cidr, why):
+    write(tmp_path / "m.yaml", SWEEP.replace("max_lifetime_hours: 6", "ami: ami-0fedcba98"))
+    done = run_cli("cluster-config", "m.yaml", "-o", "cluster.yaml", "--ssh-cidr", cidr,
+                   cwd=tmp_path)
+    assert done.returncode == 2 and not (tmp_path / "cluster.yaml").exists()
+    assert done.stderr.startswith(f"error: --ssh-cidr {why}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_nodes_install_exactly_the_driver_versions():
+    from importlib import metadata
+
+    (command,) = node_setup()
+    words = shlex.split(command)
+    assert words[:5] == ["python3", "-m", "pip", "install", "--user"]
+    requirements = [w for w in words[5:] if not w.startswith("-")]
+    assert requirements == [f"{req}=={metadata.version(dist)}" for dist, req in (
+        ("ray", "ray[default]"), ("docker", "docker"), ("pydantic", "pydantic"),
+        ("PyYAML", "pyyaml"), ("boto3", "boto3"))]
 
 
 def test_without_an_ami_the_cli_asks_ssm_and_says_clearly_when_it_cannot(tmp_path,
@@ -121,7 +159,8 @@ def test_every_example_ec2_matrix_renders_a_config_ray_accepts(example):
     spec = load_spec(example)
     config = validated(cluster_config(spec, run_id="r1", ami="ami-0123456789abcdef0",
                                       key_name="k1", ssh_private_key="~/.ssh/k1.pem",
-                                      ssh_cidr="203.0.113.7/32", setup_commands=node_setup()))
+                                      security_group_id="sg-0123456789abcdef0",
+                                      setup_commands=node_setup()))
     assert config["provider"]["cache_stopped_nodes"] is False
     ec2 = [h for h in spec.hardware if h.kind == "ec2"]
     assert len(config["available_node_types"]) == len(ec2) + 1  # and the head

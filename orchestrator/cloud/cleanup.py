@@ -12,9 +12,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from orchestrator.cloud.ray_cluster import RUN_TAG
+from orchestrator.cloud.network import NAME_PREFIX, RUN_TAG
 
-NAME_PREFIX = "matrix-bench-"
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 
 

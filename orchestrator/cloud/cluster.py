@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from orchestrator.cloud.aws import AwsError, default_ami, public_cidr
 from orchestrator.cloud.cleanup import NAME_PREFIX, remove_run
+from orchestrator.cloud.network import ensure_security_group
 from orchestrator.cloud.quotas import QuotaError, check_quotas, vcpus_needed
 from orchestrator.cloud.ray_cluster import SSH_USER, cluster_config, node_setup, validated
 from orchestrator.spec import MatrixSpec
@@ -92,7 +93,8 @@ def check_launch_quotas(spec: MatrixSpec, service_quotas: Any,
 
 
 def prepare(spec: MatrixSpec, run_id: str, run_dir: Path, clients: Clients) -> ClusterFiles:
-    """Create the run's key pair and write its validated cluster config."""
+    """Create the run's key pair and security group, and write its validated cluster
+    config."""
     import yaml
 
     assert spec.aws is not None
@@ -101,6 +103,7 @@ def prepare(spec: MatrixSpec, run_id: str, run_dir: Path, clients: Clients) -> C
     cidr = aws.ssh_cidr or public_cidr()
     name = NAME_PREFIX + run_id
     key = Path.home() / ".ssh" / f"{name}.pem"
+    group = security_group(clients.ec2, run_id, cidr, aws.subnet_id)  # before the key file
     key.parent.mkdir(parents=True, exist_ok=True)
     try:
         material = clients.ec2.create_key_pair(KeyName=name)["KeyMaterial"]
@@ -110,11 +113,23 @@ def prepare(spec: MatrixSpec, run_id: str, run_dir: Path, clients: Clients) -> C
     fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(material)
-    config = cluster_config(spec, run_id, ami, name, str(key), cidr, node_setup())
+    config = cluster_config(spec, run_id, ami, name, str(key), group, node_setup())
     validated(config)
     path = run_dir / "cluster.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return ClusterFiles(config=path, key=key)
+
+
+def security_group(ec2: Any, run_id: str, cidr: str, subnet_id: str | None) -> str:
+    """The run's security group (`network.ensure_security_group`), or AwsError saying why
+    AWS refused it."""
+    try:
+        return ensure_security_group(ec2, run_id, cidr, subnet_id)
+    except AwsError:
+        raise
+    except Exception as exc:  # botocore: no permission, a limit on groups or rules
+        raise AwsError(f"cannot set up security group {NAME_PREFIX}{run_id}: "
+                       f"{str(exc).splitlines()[0]}") from None
 
 
 @contextlib.contextmanager

@@ -6,18 +6,21 @@ AMI with Docker; cells run in their stack images through the docker executor, so
 no Ray `docker:` section. Teardown must terminate, never stop: `cache_stopped_nodes` is
 off, instances terminate when they shut down, and each shuts itself down after the
 matrix's `max_lifetime_hours` whatever happens to the driver (a dead man's switch).
+Every node type launches into the run's own security group (cloud/network.py), so Ray's
+bootstrap makes none, and every node requires IMDSv2 tokens.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
+from orchestrator.cloud.network import RUN_TAG
 from orchestrator.errors import MatrixError
 from orchestrator.hardware import EC2_INSTANCE_TYPES
 from orchestrator.spec import Aws, Hardware, MatrixSpec
 
-RUN_TAG = "matrix-bench-run"
 HEAD_TYPE = "head"
 SSH_USER = "ubuntu"  # the Deep Learning Base AMIs are Ubuntu
 
@@ -32,15 +35,17 @@ def node_type_name(hardware: Hardware) -> str:
 
 
 def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
-                   ssh_private_key: str, ssh_cidr: str, setup_commands: list[str]
+                   ssh_private_key: str, security_group_id: str, setup_commands: list[str]
                    ) -> dict[str, Any]:
-    """The cluster-launcher config (a dict, as Ray reads its YAML) for `spec`'s EC2 hardware."""
+    """The cluster-launcher config (a dict, as Ray reads its YAML) for `spec`'s EC2 hardware,
+    every node in the security group `security_group_id` (`network.ensure_security_group`)."""
     aws = spec.aws
     ec2 = [h for h in spec.hardware if h.kind == "ec2"]
     if aws is None or aws.instance_profile is None or not ec2:
         raise ClusterConfigError("the matrix has no EC2 hardware with aws.instance_profile set")
     def node_config(instance_type: str, spot: bool) -> dict[str, Any]:
-        return _node_config(aws, instance_type, ami, key_name, run_id, spot)
+        return _node_config(aws, instance_type, ami, key_name, run_id, spot,
+                            security_group_id)
 
     node_types = {HEAD_TYPE: {
         "node_config": node_config(aws.head_instance_type, spot=False),
@@ -62,11 +67,6 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
             "type": "aws", "region": aws.region,
             # Stopped nodes keep their EBS volumes, and those keep billing: terminate.
             "cache_stopped_nodes": False,
-            "security_group": {
-                "GroupName": f"matrix-bench-{run_id}",
-                "IpPermissions": [{"FromPort": 22, "ToPort": 22, "IpProtocol": "tcp",
-                                   "IpRanges": [{"CidrIp": ssh_cidr}]}],
-            },
         },
         "auth": {"ssh_user": SSH_USER, "ssh_private_key": ssh_private_key},
         "available_node_types": node_types,
@@ -83,7 +83,7 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
 
 
 def _node_config(aws: Aws, instance_type: str, ami: str, key_name: str, run_id: str,
-                 spot: bool) -> dict[str, Any]:
+                 spot: bool, security_group_id: str) -> dict[str, Any]:
     profile_key = "Arn" if str(aws.instance_profile).startswith("arn:") else "Name"
     minutes = max(1, round(aws.max_lifetime_hours * 60))
     config: dict[str, Any] = {
@@ -92,6 +92,14 @@ def _node_config(aws: Aws, instance_type: str, ami: str, key_name: str, run_id: 
         "KeyName": key_name,
         "IamInstanceProfile": {profile_key: aws.instance_profile},
         "InstanceInitiatedShutdownBehavior": "terminate",
+        # Given, so Ray's bootstrap makes no group (its own would take SSH from anywhere).
+        "SecurityGroupIds": [security_group_id],
+        # IMDSv2 only: the role's credentials need a session token, which a request forged
+        # through a proxy or a redirect cannot get. One hop: the host's processes (Ray's
+        # autoscaler, the ECR pull) reach it; a cell's container, which has no network and
+        # needs no credentials, could not even on a bridge.
+        "MetadataOptions": {"HttpEndpoint": "enabled", "HttpTokens": "required",
+                            "HttpPutResponseHopLimit": 1},
         # The dead man's switch: shut down (so terminate) after the lifetime, whatever the
         # driver does. Booted by cloud-init as the instance's first user data.
         "UserData": f"#!/bin/bash\nshutdown -h +{minutes} 'matrix-bench max lifetime'\n",
@@ -108,14 +116,26 @@ def _node_config(aws: Aws, instance_type: str, ami: str, key_name: str, run_id: 
     return config
 
 
+# What a node installs beside Ray, each at the version the driver runs (import name first).
+NODE_PACKAGES = {"ray": "ray[default]", "docker": "docker", "pydantic": "pydantic",
+                 "PyYAML": "pyyaml", "boto3": "boto3"}
+
+
 def node_setup() -> list[str]:
-    """What every node installs on the AMI's Python: this Ray and the cell runner's needs.
-    The tool's code reaches the head with the sweep's Ray job (its working_dir)."""
+    """What every node installs on the AMI's Python: this Ray and the cell runner's needs,
+    pinned to the versions this driver runs, so a node never drifts from its driver. The
+    tool's code reaches the head with the sweep's Ray job (its working_dir)."""
     from importlib import metadata
 
-    ray_version = metadata.version("ray")
-    return [f"python3 -m pip install --user -q 'ray[default]=={ray_version}' 'docker>=7' "
-            "'pydantic>=2.6' 'pyyaml>=6' 'boto3>=1.34'"]
+    pins = []
+    for distribution, requirement in NODE_PACKAGES.items():
+        try:
+            pins.append(f"{requirement}=={metadata.version(distribution)}")
+        except metadata.PackageNotFoundError:
+            raise ClusterConfigError(f"{distribution} is not installed here, and the nodes "
+                                     "install the driver's version: pip install "
+                                     "'matrix-bench[cloud]'") from None
+    return [shlex.join(["python3", "-m", "pip", "install", "--user", "-q", *pins])]
 
 
 def validated(config: dict[str, Any]) -> dict[str, Any]:

@@ -80,7 +80,8 @@ def test_the_ec2_head_dashboard_listens_on_loopback_only(tmp_path, matrix_file):
         """))
     config = validated(cluster_config(spec, run_id="dash", ami="ami-0123456789abcdef0",
                                       key_name="k", ssh_private_key="~/.ssh/k.pem",
-                                      ssh_cidr="203.0.113.7/32", setup_commands=node_setup()))
+                                      security_group_id="sg-0123456789abcdef0",
+                                      setup_commands=node_setup()))
     head_commands = " ".join(config["head_start_ray_commands"])
     hosts = re.findall(r"--dashboard-host[= ](\S+)", head_commands)
     assert hosts == ["127.0.0.1"], head_commands
