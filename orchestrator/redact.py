@@ -3,14 +3,37 @@ carries request headers and bodies), and every log record is masked for the cred
 values the environment holds before any handler sees it.
 
 The tool itself never prints, logs or stores credentials; this guards what libraries log.
+`names_a_credential` is the one test of "is this variable a credential", also used to keep
+them out of every worker's environment (executors/environment.py).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 
-SECRET_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+# Words that make a variable a credential wherever they stand in its name (HF_TOKEN,
+# AZURE_CLIENT_SECRET, GOOGLE_APPLICATION_CREDENTIALS, SSH_AUTH_SOCK, MYSQL_PWD), whole
+# words only, so that TOKENIZERS_PARALLELISM stays a setting.
+CREDENTIAL_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
+                    "CREDENTIALS", "APIKEY", "AUTH", "PWD"}
+# Credentials whatever the rest of the name: PGPASSWORD, CLIENTSECRET, WANDB_API_KEY, GHTOKEN.
+CREDENTIAL_PARTS = ("PASSWORD", "SECRET")
+CREDENTIAL_ENDINGS = ("_KEY", "TOKEN")
+CREDENTIAL_NAMES = {"AWS_ACCESS_KEY_ID", "KRB5CCNAME", "DATABASE_URL"}
+
+
+def names_a_credential(name: str) -> bool:
+    """Whether an environment variable of this name holds (or points to) a credential."""
+    upper = name.upper()
+    if upper == "PWD":  # the working directory
+        return False
+    return (upper in CREDENTIAL_NAMES or upper.endswith(CREDENTIAL_ENDINGS)
+            or any(part in upper for part in CREDENTIAL_PARTS)
+            or bool(set(re.split(r"[^A-Z0-9]+", upper)) & CREDENTIAL_WORDS))
+
+
 SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "urllib3")
 MASK = "***"
 
@@ -27,7 +50,8 @@ def guard_logging() -> None:
 
     def masked(*args: object, **kwargs: object) -> logging.LogRecord:
         record = factory(*args, **kwargs)
-        secrets = [os.environ[k] for k in SECRET_ENV if len(os.environ.get(k, "")) >= 8]
+        secrets = [value for name, value in os.environ.items()
+                   if len(value) >= 8 and names_a_credential(name)]
         if secrets:
             text = record.getMessage()
             if any(secret in text for secret in secrets):

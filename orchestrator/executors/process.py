@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.executors.environment import worker_environment
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.host import die_with_parent_setter
 from orchestrator.matrix import Cell
 from orchestrator.records import Record
-from orchestrator.redact import SECRET_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
@@ -67,11 +67,12 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
 
 
 def _worker_env(cell: Cell) -> dict[str, str]:
-    """This environment, less cloud credentials (a workload never needs them), plus the
-    project on the path, and exactly the cell's GPUs visible: none for a CPU cell, the
-    first `gpus` of those visible here otherwise (Ray has already chosen them for a Ray
-    task), so that the worker's probes and its recorded gpu_count are the cell's own."""
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    """What this environment allows a worker (`environment.worker_environment`: no
+    credential), plus the project on the path, and exactly the cell's GPUs visible: none
+    for a CPU cell, the first `gpus` of those visible here otherwise (Ray has already chosen
+    them for a Ray task), so that the worker's probes and its recorded gpu_count are the
+    cell's own."""
+    env = worker_environment(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT),
                                                       env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"

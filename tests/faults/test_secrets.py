@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -43,19 +48,111 @@ def test_a_priced_sweep_with_credentials_leaves_them_nowhere(ray_cluster, moto_s
     assert ACCESS_KEY not in everything and SECRET_KEY not in everything
 
 
-def test_the_worker_gets_no_cloud_credentials(monkeypatch, matrix_file):
-    from orchestrator.executors.process import _worker_env
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
+# Credentials a user may well have exported for other tools, each with a value to look for.
+CREDENTIALS = {name: f"fake-{name.lower().replace('_', '-')}-7d1e9" for name in (
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "HF_TOKEN",
+    "WANDB_API_KEY", "GITHUB_TOKEN", "OPENAI_API_KEY", "PGPASSWORD", "DB_PASSWORD",
+    "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_AUTH_ACCESS_TOKEN",
+    "MATRIX_BENCH_API_TOKEN", "SSH_AUTH_SOCK")}
+SLEEPER = """
+    name: {name}
+    hardware: [{{name: box, kind: local}}]
+    stacks: [{stack}]
+    workloads: [{{name: sleep, params: {{seconds: 2.5}}, epochs: 1}}]
+    """
 
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-    (cell,) = expand(load_spec(matrix_file("""
-        name: w
-        hardware: [{name: box, kind: local}]
-        stacks: [{name: here, executor: process}]
-        workloads: [{name: sleep}]
-        """)))
-    env = _worker_env(cell)
-    assert "AWS_SECRET_ACCESS_KEY" not in env and "AWS_ACCESS_KEY_ID" not in env
-    assert env["PYTHONUNBUFFERED"] == "1"
+
+def test_a_worker_is_given_settings_and_never_a_credential():
+    from orchestrator.executors.environment import worker_environment
+
+    settings = {"PATH": "/usr/bin", "HOME": "/home/u", "LC_ALL": "C.UTF-8",
+                "OMP_NUM_THREADS": "2", "TOKENIZERS_PARALLELISM": "false",
+                "CUDA_VISIBLE_DEVICES": "0", "HTTPS_PROXY": "http://proxy:3128",
+                "MATRIX_BENCH_DATA": "/data", "TF_ENABLE_ONEDNN_OPTS": "1"}
+    others = {"DISPLAY": ":0", "RAY_ADDRESS": "10.0.0.1:6379", "AWS_REGION": "us-east-1",
+              "AWS_PROFILE": "prod", "TORCH_HUB_TOKEN": "x" * 12}
+    assert worker_environment({**settings, **CREDENTIALS, **others}) == settings
+
+
+def worker_processes(root: Path) -> list[dict[str, str]]:
+    """The environments of the live `orchestrator.worker` processes working under `root`,
+    as the kernel holds them (/proc/PID/environ)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"orchestrator.worker" not in argv or not Path(
+                    os.readlink(proc / "cwd")).is_relative_to(root):
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:  # not ours, or gone meanwhile
+            continue
+        found.append(dict(item.decode().split("=", 1) for item in environ if b"=" in item))
+    return found
+
+
+def containers_of(client, run: str) -> list[dict[str, str]]:
+    """The environments the engine gave the run's live containers (their Config.Env)."""
+    return [dict(item.split("=", 1) for item in c.attrs["Config"]["Env"])
+            for c in client.containers.list(filters={"label": f"matrix-bench.run={run}"})]
+
+
+def sweep_watching(tmp_path: Path, args: list[str], watch) -> tuple[str, list[dict[str, str]]]:
+    """`matrix run ARGS` with every credential set, and the worker environments `watch()`
+    saw while it ran: (everything the sweep printed and wrote, the environments)."""
+    env = {**os.environ, **CREDENTIALS, "COLUMNS": "200"}
+    env.pop("RAY_ADDRESS", None)
+    process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", *args],
+                               cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    seen: list[dict[str, str]] = []
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        seen += watch()
+        time.sleep(0.05)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, out
+    return out + everything_written(tmp_path), seen
+
+
+def everything_written(root: Path) -> str:
+    """Every file under `root` as text, the parquet's cells included (it is compressed)."""
+    import pandas as pd
+
+    texts = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            texts.append(path.read_bytes().decode("utf-8", "replace"))
+        if path.suffix == ".parquet":
+            texts.append(pd.read_parquet(path).astype(str).to_csv())
+    return "".join(texts)
+
+
+def assert_clean(environments: list[dict[str, str]], output: str) -> None:
+    assert environments, "no worker was seen running"
+    for environment in environments:
+        assert "PATH" in environment  # a real environment, read back
+        assert set(CREDENTIALS) & set(environment) == set()
+        assert not [v for v in CREDENTIALS.values() if v in "\n".join(environment.values())]
+    assert [v for v in CREDENTIALS.values() if v in output] == []
+
+
+@pytest.mark.parametrize("dispatch", ["--no-ray", "embedded Ray"])
+def test_no_credential_reaches_a_process_worker(tmp_path, dispatch):
+    write(tmp_path / "m.yaml", SLEEPER.format(name="creds",
+                                              stack="{name: here, executor: process}"))
+    args = ["m.yaml", "--no-ray"] if dispatch == "--no-ray" else ["m.yaml"]
+    output, seen = sweep_watching(tmp_path, args, lambda: worker_processes(tmp_path))
+    assert_clean(seen, output)
+    assert all(environment["PYTHONUNBUFFERED"] == "1" for environment in seen)  # the executor's
+
+
+@pytest.mark.docker
+def test_no_credential_reaches_a_container(tmp_path, image_env):
+    write(tmp_path / "m.yaml", SLEEPER.format(name="creds-docker",
+                                              stack=image_env.stack("torch-cpu"))
+          + image_env.images_section())
+    output, seen = sweep_watching(tmp_path, ["m.yaml", "--no-ray"],
+                                  lambda: containers_of(image_env.client, "creds-docker"))
+    assert_clean(seen, output)
+    assert all(environment["MATRIX_BENCH_DATA"] for environment in seen)

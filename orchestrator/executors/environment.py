@@ -1,0 +1,58 @@
+"""The environment a cell's worker process starts with: an allow-list, never a copy.
+
+A worker runs training code, the user's own among it, and needs nothing of the driver's
+credentials. It gets what a training process needs (the path, home and locale, thread,
+framework and GPU settings, proxies and CA bundles, the tool's own `MATRIX_BENCH_*`), and
+of those, none that names a credential (`redact.names_a_credential`), nor anything of a
+cloud SDK: `AWS_*`, `AZURE_*`, `GOOGLE_*`, `CLOUDSDK_*`. Everything else stays behind, so
+a token the user exported for another tool (HF_TOKEN, WANDB_API_KEY, GITHUB_TOKEN) never
+reaches `/proc/<worker>/environ`.
+
+The docker executor builds its containers' environment from nothing at all
+(executors/docker.py); this is the process executor's, wherever it runs (here, or in a Ray
+task on any node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from orchestrator.redact import names_a_credential
+
+ALLOWED_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE",
+    "TMPDIR", "TEMP", "TMP", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+    "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES",
+    "PYTHONPATH", "PYTHONHASHSEED", "PYTHONWARNINGS", "PYTHONDONTWRITEBYTECODE",
+    "PYTHONFAULTHANDLER", "PYTHONMALLOC",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+    "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+    "KERAS_BACKEND", "KERAS_HOME",
+})
+ALLOWED_PREFIXES = (
+    "LC_",  # locale
+    "MATRIX_BENCH_",  # the tool's own (data directory, dataset mirror)
+    # threads and math libraries
+    "OMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTO_", "BLIS_", "NUMEXPR_", "MALLOC_",
+    # frameworks and compilers
+    "ONEDNN_", "DNNL_", "TF_", "XLA_", "JAX_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
+    "TRITON_", "GLOO_",
+    # GPUs and their collectives
+    "CUDA_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "NCCL_", "NVIDIA_", "HIP_", "ROCR_", "HSA_",
+    "MIOPEN_",
+)
+CLOUD_SDK_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_")
+
+
+def worker_environment(source: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `source` a worker may see."""
+    return {name: value for name, value in source.items() if admitted(name)}
+
+
+def admitted(name: str) -> bool:
+    if names_a_credential(name) or name.upper().startswith(CLOUD_SDK_PREFIXES):
+        return False
+    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
