@@ -262,6 +262,8 @@ def report(
 ) -> None:
     """Write the parquet of one or many runs merged, and report.md with its plots: tables per
     workload (and in the seeds' shapes), best choices, scaling, cost, failures, environment."""
+    from orchestrator.errors import RunDirError
+    from orchestrator.interrupts import signals_deferred
     from orchestrator.report import write_report
     from orchestrator.results import write_parquet
     from orchestrator.runs import local_run, merged_frame
@@ -270,12 +272,18 @@ def report(
         raise typer.BadParameter("several runs are merged into a new directory: give -o DIR")
     stores = [local_run(source, region) for source in sources]
     out_dir = output or stores[0].root
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
     df = merged_frame(stores) if len(stores) > 1 else stores[0].frame()
-    write_parquet(df, out_dir / "results.parquet")
-    path = write_report(out_dir, df, title=None if len(stores) == 1 else
-                        f"{out_dir.name}: {', '.join(s.root.name for s in stores)}")
+    with signals_deferred() as pending:  # both whole, of the same journal
+        write_parquet(df, out_dir / "results.parquet")
+        path = write_report(out_dir, df, title=None if len(stores) == 1 else
+                            f"{out_dir.name}: {', '.join(s.root.name for s in stores)}")
     typer.echo(f"results: {out_dir / 'results.parquet'}\nreport:  {path}")
+    if pending:
+        raise typer.Exit(130)
 
 
 @app.command(help=f"""Compare two runs configuration by configuration: did NEW get slower

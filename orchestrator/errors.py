@@ -51,6 +51,14 @@ class RunLockedError(MatrixError):
     """Another live sweep owns the run directory."""
 
 
+class RunMismatchError(MatrixError):
+    """A sweep that would add to a run directory another matrix (or matrix-bench) wrote."""
+
+
+class RunDirError(MatrixError):
+    """A run directory, or a file in it, that cannot be created or written."""
+
+
 class RunNotFoundError(MatrixError):
     """A run directory that does not exist or holds no journal."""
 

@@ -9,29 +9,34 @@ derived from the journal and rewritten atomically.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
 import os
 import socket
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from pydantic import ValidationError
-
 from orchestrator import failpoints
-from orchestrator.errors import DiskFullError, MatrixWarning, RunLockedError, RunNotFoundError
+from orchestrator.errors import (
+    DiskFullError,
+    MatrixWarning,
+    RunDirError,
+    RunLockedError,
+    RunMismatchError,
+    RunNotFoundError,
+)
+from orchestrator.journal import JournalLineError, NewerRecordError, parse_line
 from orchestrator.records import (
-    MIGRATIONS,
     SCHEMA_VERSION,
     CellRecord,
     MeasurementRecord,
     ProvenanceRecord,
     Record,
-    parse_record,
 )
 
 if TYPE_CHECKING:
@@ -67,10 +72,16 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         if exc.errno in FULL:
             raise disk_full(path, exc) from None
-        raise
+        raise unwritable(path, exc) from None
+
+
+def unwritable(path: Path, exc: OSError) -> RunDirError:
+    return RunDirError(f"cannot write {path}: {exc.strerror or exc} (the journal holds every "
+                       "cell that ended; fix the path, or give another -o)")
 
 
 def disk_full(path: Path, exc: OSError) -> DiskFullError:
@@ -99,8 +110,19 @@ class ResultStore:
         (SIGKILL included), so a dead sweep's lock never blocks and two sweeps starting at
         once cannot both win. The file names the owner (pid, host) for the message.
         """
-        for folder in (self.root, self.logs, self.cells):
-            folder.mkdir(parents=True, exist_ok=True)
+        try:
+            for folder in (self.root, self.logs, self.cells):
+                folder.mkdir(parents=True, exist_ok=True)
+            self._take_lock()
+        except OSError as exc:
+            if exc.errno in FULL:
+                raise disk_full(self.root, exc) from None
+            raise RunDirError(f"cannot use {self.root} as a run directory: "
+                              f"{exc.strerror or exc}"
+                              f"{f' ({exc.filename})' if exc.filename else ''}") from None
+        self.repair_torn_tail()
+
+    def _take_lock(self) -> None:
         lock = self.root / LOCK
         while True:
             fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
@@ -119,7 +141,6 @@ class ResultStore:
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode())
             self._lock_fd = fd
-            self.repair_torn_tail()
             return
 
     def release(self) -> None:
@@ -166,9 +187,9 @@ class ResultStore:
             if not tail or tail.endswith(b"\n"):
                 return
             try:
-                parse_record(_migrate(json.loads(tail)))
+                parse_line(tail)
                 handle.write(b"\n")
-            except (ValueError, ValidationError):
+            except JournalLineError:
                 handle.truncate(start)
                 warnings.warn(f"{self.journal}: torn last line ({len(tail)} bytes, a kill "
                               "while writing?) dropped", JournalWarning, stacklevel=2)
@@ -176,23 +197,51 @@ class ResultStore:
             os.fsync(handle.fileno())
 
     def read(self) -> list[Record]:
-        """Every usable record in journal order; unusable lines are dropped with a warning."""
-        if not self.journal.exists():
-            return []
+        """Every usable record in journal order. Each unusable line is a warning that names
+        the file and the line, and stays where it is."""
         records: list[Record] = []
-        lines = self.journal.read_bytes().split(b"\n")
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+        for number, line, last in self._lines():
             try:
-                raw = json.loads(line)
-                records.append(parse_record(_migrate(raw)))
-            except (ValueError, ValidationError) as exc:
-                torn = number == len(lines) or (number == len(lines) - 1 and not lines[-1])
-                what = "torn last line (a kill while writing?)" if torn else "unreadable line"
-                warnings.warn(f"{self.journal}:{number}: {what} dropped: {_short(exc)}",
+                records.append(parse_line(line))
+            except JournalLineError as exc:
+                what = "torn last line (a kill while writing?)" if last else "unreadable line"
+                warnings.warn(f"{self.journal}:{number}: {what} skipped: {exc}",
                               JournalWarning, stacklevel=2)
         return records
+
+    def check_appendable(self, run: str) -> None:
+        """Before a sweep of `run` adds to this journal: RunMismatchError if it holds another
+        matrix's run (two matrices in one directory would be counted as one) or records of
+        a newer matrix-bench (one journal, one schema version); RunDirError if an output
+        the sweep ends with cannot be written there."""
+        for output in (self.journal, self.parquet, self.report):
+            if output.exists() and not output.is_file():
+                raise RunDirError(f"{output} is not a file, so the sweep could not write it: "
+                                  "move it away, or give another -o")
+        for number, line, _ in self._lines():
+            try:
+                record = parse_line(line)
+            except NewerRecordError as exc:
+                raise RunMismatchError(
+                    f"{self.journal}:{number}: written by a newer matrix-bench (schema_version "
+                    f"{exc.version}; this one knows {SCHEMA_VERSION}): upgrade matrix-bench "
+                    "to add to this run") from None
+            except JournalLineError:
+                continue  # read() warns
+            if record.run != run:
+                raise RunMismatchError(
+                    f"{self.root} holds the run of matrix {record.run!r}, not {run!r}: one "
+                    "matrix name per run directory (give this one another -o)")
+
+    def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
+        """(line number, line, whether it is the last) of each non-empty journal line."""
+        if not self.journal.exists():
+            return
+        lines = self.journal.read_bytes().split(b"\n")
+        end = len(lines) - (0 if lines[-1] else 1)
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                yield number, line, number >= end
 
     def results(self) -> list[CellResult]:
         """The final attempt of every cell that has one, in journal order of those attempts."""
@@ -256,18 +305,6 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 _IDENTITY = {"schema_version", "run", "cell_id", "config_id", "repeat"}
 
 
-def _migrate(raw: dict[str, Any]) -> dict[str, Any]:
-    version = raw.get("schema_version", 1)
-    if version > SCHEMA_VERSION:
-        raise ValueError(f"schema_version {version} is newer than this matrix-bench "
-                         f"({SCHEMA_VERSION}); upgrade to read it")
-    while version < SCHEMA_VERSION:
-        raw = MIGRATIONS[version](raw)
-        version += 1
-    raw["schema_version"] = SCHEMA_VERSION
-    return raw
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -285,10 +322,6 @@ def _last_line_start(handle: BinaryIO, size: int, block: int = 65536) -> int:
             return begin + found + 1
         end = begin
     return 0
-
-
-def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200]
 
 
 def _same_file(fd: int, path: Path) -> bool:
@@ -334,8 +367,8 @@ def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
     runs = []
     for journal in sorted(reports.glob(f"*/{JOURNAL}")):
         counts: dict[str, int] = {}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", JournalWarning)
+        with warnings.catch_warnings():  # a live sweep's batch may be half written
+            warnings.filterwarnings("ignore", ".*torn last line", JournalWarning)
             for result in ResultStore(journal.parent).results():
                 counts[result.cell.status.value] = counts.get(result.cell.status.value, 0) + 1
         runs.append((journal.parent, dict(sorted(counts.items()))))
