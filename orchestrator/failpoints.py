@@ -1,9 +1,10 @@
 """Fail points: named places where the fault tests kill this process with a real SIGKILL.
 
 `MATRIX_BENCH_KILL_AT=journal-append:2` kills the process the second time it reaches the
-point `journal-append`. Unset (always, outside the tests) a fail point is one environment
-lookup. This is how the suite stops `matrix run` at moments no timer can hit reliably:
-half-way through a journal write, or while the report renders (docs/RELIABILITY.md).
+point `journal-append`; `report:1:SIGTERM` sends it that signal instead, once. Unset
+(always, outside the tests) a fail point is one environment lookup. This is how the suite
+stops `matrix run` at moments no timer can hit reliably: half-way through a journal write,
+or while the report renders (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ def reached(point: str) -> None:
     armed = os.environ.get(ENV)
     if not armed:
         return
-    name, _, nth = armed.partition(":")
+    name, _, rest = armed.partition(":")
     if name != point:
         return
+    nth, _, signal_name = rest.partition(":")
     _reached[point] += 1
-    if _reached[point] >= int(nth or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+    if _reached[point] == int(nth or 1) or (_reached[point] > int(nth or 1)
+                                            and not signal_name):
+        os.kill(os.getpid(), signal.Signals[signal_name or "SIGKILL"])

@@ -29,6 +29,7 @@ from orchestrator.executors.docker import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware import detect_local
 from orchestrator.images import ImageRef
+from orchestrator.interrupts import signals_deferred
 from orchestrator.matrix import Cell
 from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import SweepProgress
@@ -90,6 +91,7 @@ def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> Sweep
     store.acquire()
     previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
+        store.check_appendable(spec.name)
         return _run_locked(spec, store, options, console)
     except OSError as exc:
         if exc.errno in FULL:  # a cell's files or the outputs: the journal is whole
@@ -155,22 +157,40 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                     group.wait()
     except KeyboardInterrupt:
         interrupted = True
+    except BaseException:
+        if dispatcher is not None:
+            dispatcher.close()
+        raise
+    with signals_deferred() as pending:
+        _wind_down(spec, store, plan, dispatcher, interrupted, console)
+    if pending and not interrupted:
+        interrupted = True
+        console.print("[yellow]interrupted:[/] the results and report above were written "
+                      "first; run the same command again to resume.")
+    if not pending and store.journal.exists() and spec.aws is not None and \
+            spec.aws.results_uri:
+        _upload(store.root, spec.aws.results_uri, spec.aws.region, console)
+    return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
+                        skipped=len(plan.skipped), statuses=dict(statuses),
+                        interrupted=interrupted)
+
+
+def _wind_down(spec: MatrixSpec, store: ResultStore, plan: Plan,
+               dispatcher: RayDispatcher | SerialDispatcher | None, interrupted: bool,
+               console: Console) -> None:
+    """After the cells, with Ctrl-C and SIGTERM deferred (interrupts.py): an interrupted
+    sweep's containers removed, Ray stopped, the parquet and the report written whole."""
+    if interrupted:
         if image_stacks(spec, plan.to_run):  # a backstop for this machine's engine
             remove_leftovers(spec.name)
         console.print("[yellow]interrupted:[/] the cells that finished are in the journal; "
                       "run the same command again to resume.")
-    finally:
-        if dispatcher is not None:
-            dispatcher.close()
+    if dispatcher is not None:
+        dispatcher.close()
     if store.journal.exists():
         df = store.write_parquet()
         write_report(store.root, df, plan.skipped)
         console.print(f"results: {store.parquet}\nreport:  {store.report}")
-        if spec.aws is not None and spec.aws.results_uri:
-            _upload(store.root, spec.aws.results_uri, spec.aws.region, console)
-    return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
-                        skipped=len(plan.skipped), statuses=dict(statuses),
-                        interrupted=interrupted)
 
 
 @dataclass
