@@ -19,9 +19,10 @@ from typing import Any
 
 from orchestrator import failpoints
 from orchestrator.budget import BudgetGuard
+from orchestrator.cell_starts import StartWatch
 from orchestrator.errors import DispatchError
 from orchestrator.executors import execute
-from orchestrator.executors.outcome import ToolInfo, not_run_records
+from orchestrator.executors.outcome import ToolInfo, not_run_records, tail_of
 from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
 from orchestrator.records import CellRecord, Record, Status, parse_record, with_attempts
@@ -102,6 +103,7 @@ class RayDispatcher:
                 signal.signal(signal.SIGTERM, sigterm)
         failpoints.reached("ray-start")  # the fault tests kill a sweep here, Ray just up
         self._task = ray.remote(_run_cell_on_node)
+        self._starts: StartWatch | None = None  # made with the first cell
 
     def offered(self) -> set[str] | None:
         if self.embedded:
@@ -119,6 +121,9 @@ class RayDispatcher:
         past the budget waits for running cells to end, and is `budget_stopped` when none
         runs."""
         ray = self.ray
+        if self._starts is None and cells:
+            self._starts = StartWatch(ray)
+        starts = self._starts
         queue = list(cells)
         attempt: dict[str, int] = {cell.cell_id: 1 for cell in cells}
         in_flight: dict[Any, tuple[Cell, float]] = {}  # ref -> (cell, submitted at)
@@ -141,7 +146,8 @@ class RayDispatcher:
                         num_gpus=cell.hardware.gpus, num_cpus=0, max_retries=0,
                         name=f"cell-{cell.cell_id}",
                     ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
-                             images.get(cell.stack.name))
+                             images.get(cell.stack.name), starts.board if starts else None,
+                             _token(cell, attempt[cell.cell_id]))
                     in_flight[ref] = (cell, time.monotonic())
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
                 for ref in ready:
@@ -160,7 +166,18 @@ class RayDispatcher:
                     seen |= offered
                     unoffered_since = {name: unoffered_since.get(name, now)
                                        for name in seen - offered}
+                if starts is not None:
+                    starts.poll()
                 for ref, (cell, since) in list(in_flight.items()):
+                    running = starts.overdue(_token(cell, attempt[cell.cell_id]),
+                                             cell.timeout_s) if starts else None
+                    if running is not None:  # its executor cannot act: end it from here
+                        ray.cancel(ref, force=True)
+                        del in_flight[ref]
+                        records = overdue_records(cell, running, self.run_root)
+                        _account(guard, cell, records)
+                        yield cell, with_attempts(records, attempt[cell.cell_id])
+                        continue
                     reason = self._given_up(cell, now - since,
                                             now - unoffered_since.get(cell.hardware.name, now))
                     if reason:
@@ -226,6 +243,28 @@ def lost_node_records(cell: Cell, reason: str) -> list[Record]:
     return not_run_records(cell, Status.NODE_LOST, f"node lost: {reason}")
 
 
+def overdue_records(cell: Cell, running_s: float, run_root: Path) -> list[Record]:
+    """The records of a cell the driver ended past its timeout (cell_starts.py): `timeout`,
+    with what its log holds where the driver can read it. Its container, if it runs on this
+    machine's engine, is removed; one elsewhere is removed by that node's next sweep."""
+    from orchestrator.executors.docker import remove_cell_container
+
+    if cell.stack.effective_executor == "docker":
+        remove_cell_container(cell)
+    records = not_run_records(
+        cell, Status.TIMEOUT,
+        f"no result within the cell's timeout_s of {cell.timeout_s:g} s: its executor did "
+        f"not stop it (its Ray worker froze?), so the driver did, {running_s:.0f} s after "
+        "it started", log_tail=tail_of(run_root / "logs" / f"{cell.cell_id}.log") or None)
+    cell_record = records[-1]
+    assert isinstance(cell_record, CellRecord)
+    return [*records[:-1], cell_record.model_copy(update={"wall_s": running_s})]
+
+
+def _token(cell: Cell, attempt: int) -> str:
+    return f"{cell.cell_id}:{attempt}"
+
+
 def budget_stopped_records(cell: Cell, reason: str) -> list[Record]:
     return not_run_records(cell, Status.BUDGET_STOPPED, reason)
 
@@ -235,13 +274,20 @@ def _account(guard: BudgetGuard | None, cell: Cell, records: list[Record]) -> No
         guard.ended(cell, records[-1].wall_s)
 
 
-def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo,
-                      image: ImageRef | None) -> list[dict[str, Any]]:
-    """The Ray task: run one cell on this node with its stack's executor."""
+def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: ImageRef | None,
+                      board: Any, token: str) -> list[dict[str, Any]]:
+    """The Ray task: run one cell on this node with its stack's executor, and tell the
+    driver's start board when the cell's clock starts."""
     import ray
 
     cell = Cell.model_validate_json(cell_json)
     node_id = ray.get_runtime_context().get_node_id()
     images = {cell.stack.name: image} if image is not None else {}
-    records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id)
+
+    def started() -> None:
+        if board is not None:
+            board.started.remote(token)
+
+    records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
+                      on_start=started)
     return [r.model_dump(mode="json", exclude_none=True) for r in records]

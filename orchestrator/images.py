@@ -216,6 +216,7 @@ def worker_code() -> tuple[tuple[str, bytes], ...]:
 
 PROBE_TIMEOUT_S = 10  # an engine that does not answer a ping this fast is not usable
 API_TIMEOUT_S = 30  # any other call but builds, which have none (steps may be silent)
+SHUTDOWN_SETTLE_S = 3.0  # an engine that kills its containers to shut down is gone by then
 STEP_CONTAINER = re.compile(r"\s*---> Running in ([0-9a-f]{12,64})")  # the classic builder's
 
 
@@ -287,6 +288,21 @@ def stopped_by_the_engine(client: Any, container_id: str, since: datetime, what:
                         for k in kills)
     return (f"the Docker engine at {engine_name()} stopped {what}{when} (signals {signals}), "
             f"as it does when it shuts down")
+
+
+def engine_keeps_answering(client: Any, settle_s: float = SHUTDOWN_SETTLE_S) -> bool:
+    """Whether the engine still answers `settle_s` after it killed a container: one that
+    shuts down has stopped answering by then, while a `docker kill` from outside leaves it
+    running as before."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            check_engine(client)
+        except engine_errors():
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.25)
 
 
 def engine_lost(exc: BaseException, when: str = "") -> str:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from orchestrator.images import (
     check_engine,
     docker_client,
     engine_errors,
+    engine_keeps_answering,
     engine_lost,
     engine_lost_errors,
     engine_name,
@@ -47,7 +49,8 @@ ENGINE_ERRORS = engine_errors()
 
 
 def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
-             node_id: str | None = None) -> list[Record]:
+             node_id: str | None = None,
+             on_start: Callable[[], None] | None = None) -> list[Record]:
     """Run `cell` in a container of `image` and return its journal records."""
     files = CellFiles.prepare(cell, run_root)
 
@@ -80,6 +83,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine at {engine_name()} "
                                                    f"did not start the container: "
                                                    f"{first_line(exc)}")
+    if on_start is not None:
+        on_start()
     follower = threading.Thread(target=_follow_logs, args=(container, files.log), daemon=True)
     follower.start()
     lost: str | None = None
@@ -89,6 +94,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         if returncode is not None and returncode < 0 and not oom:
             lost = stopped_by_the_engine(client, container.id, since, "the container",
                                          " mid-cell")
+            if lost is not None and engine_keeps_answering(client):
+                lost = None  # a `docker kill` from outside: the cell crashed by its signal
     except ENGINE_ERRORS as exc:  # gone or hung, or it answered with an error
         timed_out, returncode, oom = False, None, False
         answers = not isinstance(exc, engine_lost_errors())
@@ -236,6 +243,18 @@ def remove_leftovers(run: str) -> int:
     for container in leftovers:
         _remove(container)
     return len(leftovers)
+
+
+def remove_cell_container(cell: Cell) -> None:
+    """Remove `cell`'s container from this machine's engine, if it is there (best effort:
+    the driver ended the cell, and the container may run on another node)."""
+    try:
+        client = docker_client()
+        for container in client.containers.list(
+                all=True, filters={"label": f"{LABEL_CELL}={cell.cell_id}"}):
+            _remove(container)
+    except (EngineUnavailable, *ENGINE_ERRORS):
+        return
 
 
 def _provenance(image: ImageRef | None) -> dict[str, Any]:

@@ -92,7 +92,8 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
     if status_override is not None:
         status, message = status_override
     else:
-        status, message = _classify(exit, error, log_tail, measurements, unreadable or invalid)
+        status, message = _classify(cell, exit, error, log_tail, measurements,
+                                    unreadable or invalid)
     flags, reasons = _flags(measurements)
     if reasons and status is Status.OK:
         message = "; ".join(reasons)
@@ -193,11 +194,12 @@ def _with_peak(record: MeasurementRecord, cell: Cell,
     return record.model_copy(update=update)
 
 
-def _classify(exit: WorkerExit, error: dict[str, Any] | None, log_tail: str,
+def _classify(cell: Cell, exit: WorkerExit, error: dict[str, Any] | None, log_tail: str,
               measurements: list[MeasurementRecord],
               invalid: str | None) -> tuple[Status, str | None]:
     if exit.timed_out:
-        return Status.TIMEOUT, f"no result within the cell's timeout ({exit.wall_s:.0f} s)"
+        return Status.TIMEOUT, (f"no result within the cell's timeout_s of {cell.timeout_s:g} s "
+                                f"(stopped after {exit.wall_s:.1f} s, the kill included)")
     if exit.oom_killed:
         return Status.OOM, "killed by the container engine for exceeding its memory limit"
     if error is not None:

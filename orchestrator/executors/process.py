@@ -28,8 +28,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
 
 
-def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
-             node_id: str | None = None) -> list[Record]:
+def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, node_id: str | None = None,
+             on_start: Callable[[], None] | None = None) -> list[Record]:
     """Run `cell` in a worker subprocess and return its journal records."""
     files = CellFiles.prepare(cell, run_root)
     start = time.perf_counter()
@@ -40,6 +40,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo,
             env=_worker_env(cell), cwd=run_root, start_new_session=True,
             preexec_fn=_child_setup(cell.memory_limit_mb),
         )
+        if on_start is not None:
+            on_start()
         # A blocking wait returns the moment the worker exits; Popen.wait(timeout=...) polls
         # with sleeps of up to 50 ms, which cost every cell about 35 ms (bench/overhead.py).
         fired = threading.Event()

@@ -122,6 +122,24 @@ def test_the_engine_going_away_mid_sweep_makes_cells_executor_unavailable(
     assert engine.containers(label) == []
 
 
+def test_a_container_killed_from_outside_is_crashed_with_its_signal(
+        engine, sweep, image_env, tmp_path):
+    matrix = write(tmp_path / "m.yaml", stack_matrix(
+        image_env, "killed-outside", "{name: sleep, params: {seconds: 60}}"))
+    label = f"{LABEL_RUN}=killed-outside"
+    process = sweep(matrix)
+    wait_for(lambda: engine.containers(label, running_only=True),
+             "the cell's container never ran")
+    (container,) = engine.containers(label, running_only=True)
+    assert engine.docker("kill", container).returncode == 0  # as an operator would
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and "Traceback" not in stderr, stdout + stderr
+    (cell,) = cell_records(tmp_path / "run")
+    assert cell["status"] == "crashed", cell  # the engine is fine: not executor_unavailable
+    assert cell["error"] == "worker killed by SIGKILL"
+    assert engine.answers() and engine.containers(label) == []
+
+
 def test_a_hung_engine_fails_its_cell_in_seconds_not_at_the_cell_timeout(
         engine, sweep, image_env, tmp_path):
     matrix = write(tmp_path / "m.yaml", stack_matrix(

@@ -7,6 +7,7 @@ the session's Ray cluster and, for the executor itself, without Ray.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,6 +65,9 @@ def test_each_fault_is_one_record_with_its_status(ray_cluster, matrix_file, tmp_
     assert "SIGABRT" in by_fault["abort"]["error"] and "SIGKILL" in by_fault["kill"]["error"]
     assert "MemoryError" in by_fault["oom"]["error"]
     assert 3 <= by_fault["hang"]["wall_s"] < 10  # killed at its timeout, not left hanging
+    spent = re.fullmatch(r"no result within the cell's timeout_s of 3 s \(stopped after "
+                         r"([0-9.]+) s, the kill included\)", by_fault["hang"]["error"])
+    assert spent and float(spent[1]) == pytest.approx(by_fault["hang"]["wall_s"], abs=0.06)
     report = (tmp_path / "reports" / "faults" / "report.md").read_text()
     assert "Cells that did not finish ok (7)" in report
 
@@ -137,3 +141,47 @@ def test_a_process_that_asked_to_die_with_its_parent_does(tmp_path):
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     grandchild.wait(timeout=10)  # psutil.TimeoutExpired if it outlived its parent
+
+
+@pytest.mark.ray
+def test_a_frozen_ray_worker_is_held_to_the_cells_timeout_by_the_driver(
+        ray_cluster, matrix_file, tmp_path):
+    from tests.faults.test_signals import workers_of
+
+    run_dir = tmp_path / "run"
+    matrix = matrix_file("""
+        name: frozen
+        hardware: [{name: node-a, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: sleep, params: {seconds: 300, steps: 300}, timeout_s: 5}]
+        """)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(matrix), "-o", str(run_dir),
+         "--ray-address", ray_cluster.address], cwd=tmp_path, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    frozen = None
+    try:
+        deadline = time.monotonic() + 120
+        while not workers_of(run_dir):
+            assert time.monotonic() < deadline and process.poll() is None, "no worker ran"
+            time.sleep(0.1)
+        (worker,) = workers_of(run_dir)
+        frozen = worker.parent()  # the Ray worker process running the cell's task
+        assert frozen is not None and "orchestrator.worker" not in " ".join(frozen.cmdline())
+        frozen.send_signal(signal.SIGSTOP)  # its executor's timer can no longer fire
+        stopped_at = time.monotonic()
+        stdout, stderr = process.communicate(timeout=120)
+        ended_after = time.monotonic() - stopped_at
+    finally:
+        if frozen is not None and frozen.is_running():
+            frozen.send_signal(signal.SIGCONT)
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    (cell,) = cell_records(run_dir)
+    assert cell["status"] == "timeout", cell
+    assert "timeout_s of 5 s" in cell["error"] and "so the driver did" in cell["error"]
+    assert 5 < cell["wall_s"] <= 5 + 30 + 5  # within the grace, not the 600 s node wait
+    assert ended_after < 45, stdout
+    psutil.wait_procs([worker, frozen], timeout=15)
+    assert not worker.is_running() and not frozen.is_running()  # nothing the cell started
