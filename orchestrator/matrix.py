@@ -20,6 +20,7 @@ from orchestrator.errors import SpecWarning
 from orchestrator.registry import ItemUnit, Scalar, load_workload
 from orchestrator.spec import (
     DEFAULT_TIMEOUT_S,
+    HARD_MAX_CELLS,
     Hardware,
     MatrixSpec,
     Rule,
@@ -149,10 +150,11 @@ def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
         # Point at what blew it up: the repeats, when the grid itself fits.
         where = ("repeats",) if total // spec.repeats <= spec.max_cells else (
             "workloads", biggest, "params")
-        raise doc.error(where,
-                        f"the matrix expands to {total:,} cells, over max_cells "
-                        f"{spec.max_cells:,}: narrow the grid, or raise max_cells (a top-level "
-                        "key) if you mean it")
+        remedy = ("narrow the grid (max_cells goes no higher)"
+                  if spec.max_cells >= HARD_MAX_CELLS else
+                  "narrow the grid, or raise max_cells (a top-level key) if you mean it")
+        raise doc.error(where, f"the matrix expands to {total:,} cells, over max_cells "
+                               f"{spec.max_cells:,}: {remedy}")
     crossed = list(_crossed(spec))
     included = [{c.cell_id for c in _included(spec, rule)} for rule in spec.include]
     added_back = set().union(*included)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import datetime
 import re
+import warnings
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.cloud.network import ssh_cidr_problem
-from orchestrator.errors import SpecError, UnknownWorkloadError
-from orchestrator.framework_builds import cuda_build_problem
+from orchestrator.errors import SpecError, SpecWarning, UnknownWorkloadError
+from orchestrator.framework_builds import cuda_build_problem, release_problem
 from orchestrator.hardware import instance_type_problem, region_problem
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
 from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
@@ -26,6 +27,10 @@ ScalarOrList = Scalar | list[Scalar]
 NamesOrOne = Name | list[Name]
 
 DEFAULT_TIMEOUT_S = 3600.0
+# max_cells may be raised this far and no further: a million cells is years of sweeping,
+# and the grid is counted from its axes, never built, until it is known to fit.
+HARD_MAX_CELLS = 1_000_000
+WORKER_PYTHON = (3, 11)  # the oldest Python orchestrator.worker runs on (requires-python)
 MAX_TIMEOUT_S = 30 * 24 * 3600.0  # a longer cell is a slip; 1e308 overflows the timers
 MAX_MEMORY_LIMIT_MB = 2**24  # 16 TiB, past any machine; passed on in bytes (64 bits)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +144,7 @@ class MatrixSpec(_Strict):
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
     aws: Aws | None = None  # needed by EC2 hardware
-    max_cells: int = Field(default=10_000, ge=1, description=(
+    max_cells: int = Field(default=10_000, ge=1, le=HARD_MAX_CELLS, description=(
         "The most cells the matrix may expand to (after repeats and include rules); a "
         "bigger grid is refused as a likely slip. Raise it when you mean it."))
 
@@ -315,6 +320,7 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
         _check_pins(stack, doc, ("stacks", index))
         if stack.effective_executor == "docker":
             _check_image_stack(stack, images, doc, ("stacks", index))
+        _check_releases(stack, doc, ("stacks", index))
         if stack.cuda and stack.framework:
             problem = cuda_build_problem(stack.framework, stack.framework_version, stack.cuda)
             if problem:
@@ -351,6 +357,22 @@ def resolve_image_paths(images: Images, base: Path) -> Images:
     return images.model_copy(update={
         "locks": absolute(images.locks) or str(PROJECT_ROOT / "images" / "locks"),
         "wheelhouse": absolute(images.wheelhouse), "ca_bundle": absolute(images.ca_bundle)})
+
+
+def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
+    """A Python the worker cannot run on, or a framework version never released: refused;
+    a framework version newer than the release table: a warning."""
+    if stack.python and tuple(int(p) for p in stack.python.split(".")[:2]) < WORKER_PYTHON:
+        raise doc.error((*loc, "python"), f"the worker runs on Python "
+                                          f"{'.'.join(map(str, WORKER_PYTHON))} or newer, "
+                                          f"so no cell could run on Python {stack.python}")
+    if stack.framework and stack.framework_version:
+        error, warning = release_problem(stack.framework, stack.framework_version)
+        if error:
+            raise doc.error((*loc, "framework_version"), error)
+        if warning:
+            warnings.warn(str(doc.error((*loc, "framework_version"), warning)), SpecWarning,
+                          stacklevel=2)
 
 
 def _check_aws(aws: Aws, doc: LocatedYaml) -> None:

@@ -9,7 +9,7 @@ read (`!!int abc`, a date with month 13), deep nesting, and maps each data path 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ def read_yaml(path: Path) -> LocatedYaml:
         raise SpecError(path, None, "", f"malformed YAML: {exc}") from None
     lines: dict[PathKey, int] = {}
     if node is not None:
-        _index(node, (), lines, path, set(), [MAX_NODES])
+        _index(node, (), lines, path, set(), _Walk())
     try:
         data = yaml.load(text, Loader=SpecLoader)  # a SafeLoader: object tags are refused
     except yaml.MarkedYAMLError as exc:  # what _index lets through: a malformed !!set, say
@@ -177,18 +177,31 @@ def _key_problem(key: yaml.Node) -> str | None:
     return None
 
 
+@dataclass
+class _Walk:
+    """The nodes `_index` may still visit (an alias's each time), and the distinct ones."""
+
+    left: int = MAX_NODES
+    distinct: set[int] = field(default_factory=set)
+
+
 def _index(node: yaml.Node, loc: PathKey, lines: dict[PathKey, int], path: Path,
-           above: set[int], budget: list[int]) -> None:
-    """Record each path's line; refuse duplicate keys, an alias inside itself (a cycle)
-    and aliases that multiply the document past MAX_NODES (a "billion laughs")."""
+           above: set[int], walk: _Walk) -> None:
+    """Record each path's line; refuse duplicate keys, an alias inside itself (a cycle),
+    and a document past MAX_NODES: aliases multiplying it (a "billion laughs"), or plainly
+    too long (a parameter list of a million values)."""
     line = node.start_mark.line + 1
     if id(node) in above:
         raise SpecError(path, line, format_loc(loc), "a YAML alias refers to a node that "
                                                      "contains it (a cycle)")
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise SpecError(path, line, format_loc(loc), f"the document expands to more than "
-                                                     f"{MAX_NODES:,} nodes (nested aliases?)")
+    walk.left -= 1
+    walk.distinct.add(id(node))
+    if walk.left < 0:
+        why = (f"the document expands to more than {MAX_NODES:,} nodes through its aliases"
+               if len(walk.distinct) <= MAX_NODES else
+               f"the document holds more than {MAX_NODES:,} values, far more than any matrix "
+               "needs (a list of that length is no grid axis)")
+        raise SpecError(path, line, format_loc(loc), why)
     if len(loc) > MAX_DEPTH:
         raise SpecError(path, line, format_loc(loc[:6]) + "...",
                         f"nested more than {MAX_DEPTH} levels deep")
@@ -208,8 +221,8 @@ def _index(node: yaml.Node, loc: PathKey, lines: dict[PathKey, int], path: Path,
                 line = key_node.start_mark.line + 1
                 raise SpecError(path, line, format_loc((*loc, key)), "duplicate key")
             seen.add(key)
-            _index(value_node, (*loc, key), lines, path, above, budget)
+            _index(value_node, (*loc, key), lines, path, above, walk)
             lines[(*loc, key)] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _index(item, (*loc, index), lines, path, above, budget)
+            _index(item, (*loc, index), lines, path, above, walk)

@@ -113,6 +113,51 @@ def test_a_missing_or_huge_file_is_refused_in_one_line(make, problem, tmp_path, 
     assert not (tmp_path / "run").exists()
 
 
+HEAD = ("name: big\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\n")
+
+
+SECONDS = ", ".join(f"{0.001 * i:.3f}" for i in range(1, 3001))
+MESSAGES = ", ".join(f"m{i}" for i in range(3000))
+LONG_LIST = ", ".join(str(i) for i in range(200_000))
+
+
+@pytest.mark.parametrize(("body", "problem"), [
+    # 9,000,000 cells, counted from the axes' sizes; building them ran away before.
+    (f"workloads: [{{name: sleep, params: {{seconds: [{SECONDS}], message: [{MESSAGES}]}}}}]\n"
+     "max_cells: 1000000\n",
+     "4 workloads[0].params: the matrix expands to 9,000,000 cells, over max_cells 1,000,000"),
+    # A list of 200,000 values is refused for its length, not taken for an alias bomb.
+    (f"workloads: [{{name: sleep, params: {{message: [{LONG_LIST}]}}}}]\n",
+     "4 workloads[0].params.message[99985]: the document holds more than 100,000 values"),
+], ids=["3000x3000", "200000-values"])
+def test_a_grid_too_big_is_refused_for_what_it_is_without_building_it(body, problem,
+                                                                       tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text(HEAD + body)
+    result = run_cli("validate", str(path), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    line, _, fragment = problem.partition(" ")
+    assert result.stderr.strip().startswith(f"error: {path}:{line}: {fragment}"), result.stderr
+    assert "aliases" not in result.stderr
+
+
+@pytest.mark.parametrize(("pin", "ok"), [("2.16.0", False), ("2.13", True),
+                                         ("2.13.0+cpu", True), ("2.16.0rc1", True)])
+def test_a_framework_newer_than_the_release_table_is_a_warning_not_an_error(
+        pin, ok, matrix_file, capsys, monkeypatch):
+    path = matrix_file("name: newer\nhardware: [{name: box, kind: local}]\n"
+                       f"stacks: [{{name: t, executor: process, framework: torch, "
+                       f"framework_version: '{pin}'}}]\n"
+                       "workloads: [{name: sleep, params: {seconds: 0.1}}]\n")
+    code, err = cli(["validate", str(path)], capsys, monkeypatch)
+    assert code == 0, err
+    warned = [line for line in err.splitlines() if line.strip()]
+    assert warned == ([] if ok else [
+        f"warning: {path}:3: stacks[0].framework_version: torch {pin} is newer than the "
+        "releases this matrix-bench knows (to 2.15.0): not checked"])
+
+
 @pytest.mark.parametrize(("rules", "field", "problem"), [
     ("exclude:\n  - {params: {seconds: 0.5}}\n", "exclude[0]", "matches no cell"),
     ("include:\n  - {workload: sleep, params: {seconds: 0.1}}\n", "include[0]", "adds no cell"),
