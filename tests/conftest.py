@@ -83,9 +83,19 @@ class RayCluster:
     cluster: object  # ray.cluster_utils.Cluster: the node-loss tests add and kill nodes
 
 
+def node_ports() -> dict[str, object]:
+    """What keeps a test Ray node off its neighbours on one machine: ports of its own for
+    its agents (every node defaults to 52365 for the dashboard agent, and they race).
+
+    The nodes keep the machine's address: a driver given 127.0.0.1 swaps in that address
+    before it connects, so a cluster bound to loopback alone is one no driver reaches."""
+    return {"dashboard_agent_listen_port": free_port(), "metrics_agent_port": free_port(),
+            "metrics_export_port": free_port(), "runtime_env_agent_port": free_port()}
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
-    """A real Ray cluster on loopback: the head offers hw:node-a, a second node hw:node-b,
+    """A real Ray cluster on this machine: the head offers hw:node-a, a second node hw:node-b,
     and the head's dashboard takes Ray jobs.
 
     Separate raylet processes, so placement and node loss are real; `Cluster` stops only
@@ -99,9 +109,9 @@ def ray_cluster() -> Iterator[RayCluster]:
     os.environ.update(FAKE_AWS_ENV)
     try:
         cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-            **node_args, "resources": {"hw:node-a": 1}, "include_dashboard": True,
-            "dashboard_host": "127.0.0.1", "dashboard_port": port})
-        cluster.add_node(**node_args, resources={"hw:node-b": 1})
+            **node_args, **node_ports(), "resources": {"hw:node-a": 1},
+            "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port})
+        cluster.add_node(**node_args, **node_ports(), resources={"hw:node-b": 1})
     finally:
         for name, value in saved.items():
             if value is None:

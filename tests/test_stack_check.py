@@ -29,11 +29,16 @@ def test_this_environment_matches_what_it_has():
                            "framework_version": torch_version}) is None
 
 
-def test_a_cuda_pin_on_a_cpu_build_of_torch_is_a_mismatch_naming_both():
-    assert torch.version.cuda is None  # the CPU build this project tests with
-    why = stack_mismatch({"name": "cu121", "framework": "torch", "cuda": "12.1"})
-    assert why == "stack cu121 declares cuda 12.1, this environment has torch built " \
-                  "without cuda"
+def test_a_cuda_pin_torch_was_not_built_with_is_a_mismatch_naming_both():
+    # Whichever build the machine has (the package index serves CUDA builds to fresh
+    # machines), pin a CUDA it was not built with and expect both named.
+    built = torch.version.cuda
+    pin = "11.0" if built and not built.startswith("11.0") else "12.1"
+    why = stack_mismatch({"name": "pinned", "framework": "torch", "cuda": pin})
+    have = f"torch built with cuda {built}" if built else "torch built without cuda"
+    assert why == f"stack pinned declares cuda {pin}, this environment has {have}"
+    if built:  # and the CUDA it was built with is no mismatch
+        assert stack_mismatch({"name": "same", "framework": "torch", "cuda": built}) is None
 
 
 def test_tensorflow_build_info_is_read_for_its_cuda_pin():

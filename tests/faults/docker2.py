@@ -32,7 +32,24 @@ STACK = "torch-cpu"
 @dataclass
 class SecondEngine:
     root: Path  # short: a unix socket path holds about 100 characters
+    data_root: Path  # on a file system the storage driver works on (`beside_the_first`)
+    driver: str = "overlay2"
     process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @classmethod
+    def beside_the_first(cls) -> SecondEngine:
+        """An engine whose data root lies beside the machine's engine's, with its storage
+        driver: a file system that driver is known to work on (overlay2 does not on every
+        /tmp, an overlay file system inside a container among them)."""
+        root = Path(tempfile.mkdtemp(prefix="mbd2-", dir="/tmp"))
+        info = subprocess.run(["docker", "info", "--format", "{{.DockerRootDir}} {{.Driver}}"],
+                              capture_output=True, text=True, timeout=60)
+        first_root, _, driver = info.stdout.strip().partition(" ")
+        if info.returncode or not first_root or not driver:
+            return cls(root=root, data_root=root / "data")
+        data_root = Path(tempfile.mkdtemp(prefix="matrix-bench-engine2-",
+                                          dir=Path(first_root).parent))
+        return cls(root=root, data_root=data_root, driver=driver)
 
     @property
     def host(self) -> str:
@@ -54,9 +71,9 @@ class SecondEngine:
         self._forget_dead_containerd()
         log = open(self.root / "dockerd.log", "ab")  # noqa: SIM115 - the engine's lifetime
         self.process = subprocess.Popen(
-            ["dockerd", "-H", self.host, "--data-root", str(self.root / "data"),
+            ["dockerd", "-H", self.host, "--data-root", str(self.data_root),
              "--exec-root", str(self.root / "exec"), "--pidfile", str(self.root / "pid"),
-             "--storage-driver=overlay2", "--iptables=false", "--bridge=none"],
+             f"--storage-driver={self.driver}", "--iptables=false", "--bridge=none"],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()  # the engine holds its own copy
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -126,19 +143,22 @@ class SecondEngine:
             self.stop()
             self._reap()
             shutil.rmtree(self.root, ignore_errors=True)
+            shutil.rmtree(self.data_root, ignore_errors=True)
 
     def _reap(self) -> None:
         """End what a crashed engine can leave behind under its root: the shims of
         containers it lost track of (by their pids), then its mounts."""
-        mine = f"{self.root}/"
+        mine = (f"{self.root}/", f"{self.data_root}/")
         for proc in Path("/proc").iterdir():
             try:
-                if proc.name.isdigit() and mine.encode() in (proc / "cmdline").read_bytes():
+                cmdline = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+                if any(folder.encode() in cmdline for folder in mine):
                     os.kill(int(proc.name), signal.SIGKILL)
             except OSError:  # gone already
                 continue
         mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-                  if line.split()[1].startswith(mine)]
+                  if line.split()[1].startswith(mine)  # and the engine's own bind of its root
+                  or line.split()[1] in (str(self.root), str(self.data_root))]
         for mount in sorted(mounts, reverse=True):
             subprocess.run(["umount", "-l", mount], capture_output=True)
 
@@ -179,7 +199,7 @@ def second_engine_fixture(image_env: ImageEnv, tmp_path_factory: pytest.TempPath
     assert built.returncode == 0, built.stdout + built.stderr
     spec = load_spec(matrix)
     tag = render(spec.stacks[0], spec.images).tag
-    engine = SecondEngine(Path(tempfile.mkdtemp(prefix="mbd2-", dir="/tmp")))
+    engine = SecondEngine.beside_the_first()
     try:
         engine.start()
         engine.load(tag, image_env.base_image)

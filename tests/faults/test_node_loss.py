@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import cell_records, journal
+from tests.conftest import cell_records, journal, node_ports
 from tests.faults.test_signals import workers_of
 
 pytestmark = pytest.mark.ray
@@ -41,7 +41,7 @@ def add_node(ray_cluster) -> Iterator:
     added = []
 
     def add(hardware: str):
-        node = cluster.add_node(**NODE_ARGS, resources={f"hw:{hardware}": 1})
+        node = cluster.add_node(**NODE_ARGS, **node_ports(), resources={f"hw:{hardware}": 1})
         cluster.wait_for_nodes()
         added.append(node)
         return node

@@ -84,14 +84,22 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
-def orphaned_ray_daemons() -> list[str]:
-    """Raylets and GCS servers whose starter is gone (the session cluster's have a parent).
-    Ray's node agents are not counted: they notice their raylet's death within a minute."""
+def ray_daemons() -> dict[int, str]:
+    """The machine's live raylets and GCS servers (zombies left by others are no daemons)."""
+    found = {}
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] in ("raylet", "gcs_server") and _running(process):
+            found[process.pid] = " ".join(process.info["cmdline"] or [])[:120]
+    return found
+
+
+def orphaned_ray_daemons(before: set[int]) -> list[str]:
+    """Raylets and GCS servers started since `before` was taken that are still running (the
+    session cluster's are in `before`). Ray's node agents are not counted: they notice their
+    raylet's death within a minute."""
     deadline = time.monotonic() + 10
     while True:
-        found = [" ".join(p.info["cmdline"] or [])[:120]
-                 for p in psutil.process_iter(["name", "ppid", "cmdline"])
-                 if p.info["ppid"] == 1 and p.info["name"] in ("raylet", "gcs_server")]
+        found = [cmdline for pid, cmdline in ray_daemons().items() if pid not in before]
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.5)
@@ -156,12 +164,13 @@ def test_killed_at_a_fail_point_resumes_to_the_uninterrupted_result(
     (tmp_path / "m.yaml").write_text(MATRIX)
     # Ray start is the embedded Ray's; the other points use the session's cluster.
     address = None if kill_at == "ray-start" else ray_cluster.address
+    daemons = set(ray_daemons())
     process = sweep(tmp_path, address, kill_at)
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == -signal.SIGKILL, stderr
     run_dir = tmp_path / "run"
     assert_none_left([], run_dir)
-    assert orphaned_ray_daemons() == []  # the embedded Ray's raylet and GCS died with it
+    assert orphaned_ray_daemons(daemons) == []  # the embedded Ray's raylet and GCS died too
     kept = finished_cells(run_dir)
     expected_kept = {"ray-start": 0, "journal-append:3": 2, "report": CELLS}[kill_at]
     assert len(kept) == expected_kept
