@@ -36,6 +36,21 @@ if [[ ! -x .venv/bin/python ]]; then
     fi
 fi
 
+# torch.compile on a CPU builds C++ against Python's headers; the tests run rnn_micro's
+# `compiled` cells, which are `unsupported` without them.
+if [[ "${1:-}" == "--dev" ]]; then
+    needed=()
+    command -v g++ >/dev/null || command -v c++ >/dev/null || needed+=(g++)
+    .venv/bin/python -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+        needed+=("python$(.venv/bin/python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-dev")
+    if (( ${#needed[@]} )); then
+        echo "bootstrap: installing ${needed[*]} from the distribution (for torch.compile)" >&2
+        as_root apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${needed[@]}" >/dev/null
+    fi
+fi
+
 pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
 "${pip[@]}" install --upgrade pip
 # torch first and pinned: the project's range then installs nothing more.

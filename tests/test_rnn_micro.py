@@ -37,11 +37,6 @@ def run_cell(tmp_path: Path, params: dict[str, Any], epochs: int,
     return cells.run_workload(tmp_path, "rnn_micro", params, epochs, gpus)
 
 
-def force_jit_script(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As on a machine where torch.compile cannot run (no C++ compiler, no triton)."""
-    monkeypatch.setattr(workload, "compile_problem", lambda device: "no C++ compiler (test)")
-
-
 # FLOP model ----------------------------------------------------------------------------------
 
 def test_flops_match_a_hand_count() -> None:
@@ -119,28 +114,28 @@ def test_every_impl_starts_from_the_same_weights_and_data() -> None:
     torch.testing.assert_close(fused.forward(), loop.forward(), rtol=1e-5, atol=1e-6)
 
 
-def test_the_jit_script_fallback_computes_the_same_function(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    force_jit_script(monkeypatch)
+def test_compiled_is_torch_compile_and_computes_the_same_function() -> None:
+    # bootstrap.sh --dev installs a C++ compiler, so inductor compiles here for real.
+    assert workload.compile_problem(CPU) is None
     params = tiny(layers=2)
-    scripted = workload.setup({**params, "rnn_impl": "compiled"}, CPU)
+    compiled = workload.setup({**params, "rnn_impl": "compiled"}, CPU)
     loop = workload.setup({**params, "rnn_impl": "unfused"}, CPU)
-    assert scripted.how.startswith("torch.jit.script") and "no C++ compiler" in scripted.how
-    assert isinstance(scripted.net, torch.jit.ScriptModule)
-    for _ in range(3):  # the profiling executor specialises on its second call
-        torch.testing.assert_close(scripted.train_step(), loop.train_step())
-    torch.testing.assert_close(scripted.forward(), loop.forward(), rtol=1e-5, atol=1e-6)
+    assert compiled.how == "torch.compile"
+    for _ in range(2):
+        torch.testing.assert_close(compiled.train_step(), loop.train_step())
+    torch.testing.assert_close(compiled.forward(), loop.forward(), rtol=1e-5, atol=1e-6)
 
 
-def test_compiled_is_unsupported_where_nothing_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
-    force_jit_script(monkeypatch)
-
-    def no_script(module: object) -> object:
-        raise RuntimeError("TorchScript is not available")
-
-    monkeypatch.setattr(torch.jit, "script", no_script)
-    with pytest.raises(Unsupported, match=r"no C\+\+ compiler.*TorchScript is not available"):
-        workload.setup(tiny(rnn_impl="compiled"), CPU)
+def test_compiled_is_unsupported_where_no_compiler_runs_never_another_path(
+        tmp_path: Path) -> None:
+    cell = make_cell(tiny(rnn_impl="compiled"), epochs=1)
+    done, records = cells.run_worker(tmp_path, cell, env={"CXX": "/nonexistent/c++"})
+    assert done.returncode == 1, done.stderr  # an error record, not a crash
+    (error,) = [r for r in records if r["record"] == "error"]
+    assert error["kind"] == "unsupported", error
+    assert error["message"].startswith("rnn_impl=compiled needs torch.compile, which cannot "
+                                       "run here: No working C++ compiler found"), error
+    assert not [r for r in records if r["record"] == "measurement"]
 
 
 @pytest.mark.parametrize("impl", ["fused", "unfused"])
@@ -171,13 +166,6 @@ def test_tiny_rounds_are_measured_with_every_declared_column(tmp_path: Path, imp
         assert record["host_rss_peak_bytes"] > 0
         assert "mem_alloc_peak_bytes" not in record  # no CUDA probe on the CPU
         MeasurementRecord(**record, run="test", cell_id="c", config_id="k", repeat=1)
-
-
-def test_a_tiny_jit_scripted_round_is_measured(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    force_jit_script(monkeypatch)
-    [record] = run_cell(tmp_path, tiny(rnn_impl="compiled", layers=2), epochs=1)
-    assert record["us_per_example_train"] > 0 and record["us_per_example_fwd"] > 0
 
 
 def test_compiled_needs_warmup_for_its_compilation(tmp_path: Path) -> None:

@@ -4,14 +4,14 @@ A stack of LSTM layers (input size = hidden) runs over a fixed random batch x se
 input; the MSE of all the last layer's hidden states against a fixed random target is
 back-propagated through every layer and an SGD step taken. Three implementations of that same
 function: `fused` (nn.LSTM: cuDNN on a GPU), `unfused` (a Python loop of nn.LSTMCell per layer)
-and `compiled` (that loop under torch.compile, or torch.jit.script where torch.compile cannot
-run). A round times `timed_steps` training iterations, then as many forward-only passes, each
-after `warmup_steps` untimed ones (where compilation happens).
+and `compiled` (that loop under torch.compile; `unsupported` where torch.compile cannot run,
+never another path under its label). A round times `timed_steps` training iterations, then
+as many forward-only passes, each after `warmup_steps` untimed ones (where compilation
+happens).
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -87,18 +87,14 @@ def compile_problem(device: torch.device) -> str | None:
 
 
 def compile_loop(loop: CellLoop, device: torch.device) -> tuple[Net, str]:
-    """The loop under torch.compile, else torch.jit.script; the path taken, in words."""
+    """The loop under torch.compile; Unsupported where it cannot run (no C++ compiler on
+    a CPU, no triton on a GPU). Never another path under the `compiled` label: a row says
+    what ran."""
     problem = compile_problem(device)
-    if problem is None:
-        return torch.compile(loop), "torch.compile"
-    try:
-        with warnings.catch_warnings():  # its deprecation warning: known, and the fallback
-            warnings.simplefilter("ignore", DeprecationWarning)
-            scripted = torch.jit.script(loop)
-    except Exception as exc:  # any failure: this environment cannot compile the loop
-        raise Unsupported(f"rnn_impl=compiled: torch.compile cannot run ({problem}) and "
-                          f"torch.jit.script failed ({type(exc).__name__}: {exc})") from exc
-    return scripted, f"torch.jit.script (torch.compile cannot run: {problem})"
+    if problem is not None:
+        raise Unsupported(f"rnn_impl=compiled needs torch.compile, which cannot run here: "
+                          f"{problem}")
+    return torch.compile(loop), "torch.compile"
 
 
 @dataclass
