@@ -169,12 +169,12 @@ class RayDispatcher:
                 if starts is not None:
                     starts.poll()
                 for ref, (cell, since) in list(in_flight.items()):
-                    running = starts.overdue(_token(cell, attempt[cell.cell_id]),
-                                             cell.timeout_s) if starts else None
-                    if running is not None:  # its executor cannot act: end it from here
+                    overdue_s = starts.overdue(_token(cell, attempt[cell.cell_id]),
+                                               cell.timeout_s) if starts else None
+                    if overdue_s is not None:  # its executor cannot act: end it from here
                         ray.cancel(ref, force=True)
                         del in_flight[ref]
-                        records = overdue_records(cell, running, self.run_root)
+                        records = overdue_records(cell, overdue_s, self.run_root)
                         _account(guard, cell, records)
                         yield cell, with_attempts(records, attempt[cell.cell_id])
                         continue
