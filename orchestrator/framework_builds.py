@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from orchestrator.stack_check import version_matches
+
 TORCH_RELEASES = (
     "2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.1", "2.2.2", "2.3.0", "2.3.1",
     "2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0", "2.7.1", "2.8.0", "2.9.0", "2.9.1",
@@ -102,7 +104,7 @@ def release_problem(framework: str, version: str) -> tuple[str | None, str | Non
     public = version.split("+")[0]
     if releases is None or PRE_RELEASE.search(public):
         return None, None
-    if any(r == public or r.startswith(public + ".") for r in releases) or \
+    if any(version_matches(public, r) for r in releases) or \
             _order(public) < _order(min(releases, key=_order)):  # older than the lists
         return None, None
     newest = max(releases, key=_order)

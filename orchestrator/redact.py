@@ -16,8 +16,8 @@ import re
 # Words that make a variable a credential wherever they stand in its name (HF_TOKEN,
 # AZURE_CLIENT_SECRET, GOOGLE_APPLICATION_CREDENTIALS, SSH_AUTH_SOCK, MYSQL_PWD), whole
 # words only, so that TOKENIZERS_PARALLELISM stays a setting.
-CREDENTIAL_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
-                    "CREDENTIALS", "APIKEY", "AUTH", "PWD"}
+CREDENTIAL_WORDS = {"TOKEN", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "APIKEY",
+                    "AUTH", "PWD"}
 # Credentials whatever the rest of the name: PGPASSWORD, CLIENTSECRET, WANDB_API_KEY, GHTOKEN.
 CREDENTIAL_PARTS = ("PASSWORD", "SECRET")
 CREDENTIAL_ENDINGS = ("_KEY", "TOKEN")

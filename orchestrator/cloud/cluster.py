@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from orchestrator.cloud.aws import AwsError, default_ami, public_cidr
 from orchestrator.cloud.cleanup import NAME_PREFIX, remove_run
-from orchestrator.cloud.network import ensure_security_group
+from orchestrator.cloud.network import ensure_security_group, group_name
 from orchestrator.cloud.quotas import QuotaError, check_quotas, vcpus_needed
 from orchestrator.cloud.ray_cluster import SSH_USER, cluster_config, node_setup, validated
 from orchestrator.spec import MatrixSpec
@@ -128,7 +128,7 @@ def security_group(ec2: Any, run_id: str, cidr: str, subnet_id: str | None) -> s
     except AwsError:
         raise
     except Exception as exc:  # botocore: no permission, a limit on groups or rules
-        raise AwsError(f"cannot set up security group {NAME_PREFIX}{run_id}: "
+        raise AwsError(f"cannot set up security group {group_name(run_id)}: "
                        f"{str(exc).splitlines()[0]}") from None
 
 

@@ -122,15 +122,26 @@ def test_the_engine_going_away_mid_sweep_makes_cells_executor_unavailable(
     assert engine.containers(label) == []
 
 
-def test_a_container_killed_from_outside_is_crashed_with_its_signal(
-        engine, sweep, image_env, tmp_path):
-    matrix = write(tmp_path / "m.yaml", stack_matrix(
-        image_env, "killed-outside", "{name: sleep, params: {seconds: 60}}"))
-    label = f"{LABEL_RUN}=killed-outside"
+def sweep_with_a_running_container(sweep: Callable[[Path], subprocess.Popen[str]],
+                                   engine: SecondEngine, image_env: ImageEnv,
+                                   tmp_path: Path, run: str, workload: str
+                                   ) -> tuple[subprocess.Popen[str], str, str]:
+    """A sweep of one cell on the second engine, once its container runs: (the sweep, the
+    run's label, the container's id)."""
+    matrix = write(tmp_path / "m.yaml", stack_matrix(image_env, run, workload))
+    label = f"{LABEL_RUN}={run}"
     process = sweep(matrix)
     wait_for(lambda: engine.containers(label, running_only=True),
              "the cell's container never ran")
     (container,) = engine.containers(label, running_only=True)
+    return process, label, container
+
+
+def test_a_container_killed_from_outside_is_crashed_with_its_signal(
+        engine, sweep, image_env, tmp_path):
+    process, label, container = sweep_with_a_running_container(
+        sweep, engine, image_env, tmp_path, "killed-outside",
+        "{name: sleep, params: {seconds: 60}}")
     assert engine.docker("kill", container).returncode == 0  # as an operator would
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 0 and "Traceback" not in stderr, stdout + stderr
@@ -159,18 +170,15 @@ def test_a_hung_engine_fails_its_cell_in_seconds_not_at_the_cell_timeout(
 
 def test_a_container_left_by_a_killed_sweep_is_removed_by_the_next(
         engine, sweep, image_env, tmp_path):
-    matrix = write(tmp_path / "m.yaml", stack_matrix(
-        image_env, "left-behind", "{name: sleep, params: {fault: hang}, timeout_s: 5}"))
-    label = f"{LABEL_RUN}=left-behind"
-    process = sweep(matrix)
-    wait_for(lambda: engine.containers(label, running_only=True),
-             "the cell's container never ran")
+    process, label, left = sweep_with_a_running_container(
+        sweep, engine, image_env, tmp_path, "left-behind",
+        "{name: sleep, params: {fault: hang}, timeout_s: 5}")
     process.send_signal(signal.SIGKILL)
     process.communicate(timeout=30)
-    (left,) = engine.containers(label, running_only=True)  # nobody is left to remove it
+    assert engine.containers(label, running_only=True) == [left]  # nobody left to remove it
     labels = json.loads(engine.docker("inspect", "--format", "{{json .Config.Labels}}",
                                       left).stdout)
-    again = rerun(matrix, engine)
+    again = rerun(tmp_path / "m.yaml", engine)  # the matrix the helper wrote
     assert again.returncode == 0, again.stdout + again.stderr
     assert "removed 1 container(s) a previous sweep left behind" in again.stdout
     assert engine.containers(label) == []  # the leftover, and the new cell's own
