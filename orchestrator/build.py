@@ -13,17 +13,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from orchestrator.engine import EngineUnavailable, docker_client, engine_lost, engine_lost_errors
 from orchestrator.executors.outcome import not_run_records, tail_of
 from orchestrator.images import (
     BuildFailure,
     BuildStepStopped,
-    EngineUnavailable,
     ImageError,
     ImageRef,
     build_image,
-    docker_client,
-    engine_lost,
-    engine_lost_errors,
     find_image,
     push,
     render,

@@ -10,8 +10,9 @@ from rich.table import Table
 
 from orchestrator.build import image_stacks
 from orchestrator.cloud.costs import plan_cost_usd
+from orchestrator.engine import EngineUnavailable, docker_client
 from orchestrator.hardware import detect_local
-from orchestrator.images import EngineUnavailable, ImageError, docker_client, find_image, render
+from orchestrator.images import ImageError, find_image, render
 from orchestrator.matrix import Cell
 from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import varying_params

@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.images import docker_client, find_image, push, render
+from orchestrator.engine import docker_client
+from orchestrator.images import find_image, push, render
 from orchestrator.spec import load_spec
 from tests.conftest import ImageEnv, cell_records, journal, run_cli, write
 

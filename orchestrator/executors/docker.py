@@ -21,10 +21,8 @@ from typing import Any
 
 from orchestrator import datasets
 from orchestrator.cloud.aws import is_ecr
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.images import (
+from orchestrator.engine import (
     EngineUnavailable,
-    ImageRef,
     check_engine,
     docker_client,
     engine_errors,
@@ -35,6 +33,8 @@ from orchestrator.images import (
     first_line,
     stopped_by_the_engine,
 )
+from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
 from orchestrator.records import Record, Status
 
@@ -250,11 +250,14 @@ def remove_cell_container(cell: Cell) -> None:
     the driver ended the cell, and the container may run on another node)."""
     try:
         client = docker_client()
-        for container in client.containers.list(
-                all=True, filters={"label": f"{LABEL_CELL}={cell.cell_id}"}):
-            _remove(container)
-    except (EngineUnavailable, *ENGINE_ERRORS):
+        containers = client.containers.list(
+            all=True, filters={"label": f"{LABEL_CELL}={cell.cell_id}"})
+    except EngineUnavailable:
         return
+    except ENGINE_ERRORS:
+        return
+    for container in containers:
+        _remove(container)
 
 
 def _provenance(image: ImageRef | None) -> dict[str, Any]:

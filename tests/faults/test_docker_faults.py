@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.engine import docker_client
 from orchestrator.executors.docker import LABEL_CELL, LABEL_RUN, run_cell
 from orchestrator.executors.outcome import ToolInfo
-from orchestrator.images import docker_client, find_image, render
+from orchestrator.images import find_image, render
 from orchestrator.matrix import expand
 from orchestrator.records import Status
 from orchestrator.spec import load_spec
