@@ -7,7 +7,6 @@ the line and the field, and saying what was expected.
 
 from __future__ import annotations
 
-import datetime
 import re
 import warnings
 from pathlib import Path
@@ -16,10 +15,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.cloud.network import ssh_cidr_problem
-from orchestrator.errors import SpecError, SpecWarning, UnknownWorkloadError
+from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.framework_builds import cuda_build_problem, release_problem
 from orchestrator.hardware import instance_type_problem, region_problem
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
+from orchestrator.spec_errors import schema_error
 from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
@@ -170,129 +170,10 @@ def load_spec(path: Path | str) -> MatrixSpec:
     try:
         spec = MatrixSpec.model_validate(doc.data)
     except ValidationError as exc:
-        raise _first_error(doc, exc) from None
+        raise schema_error(doc, exc, MatrixSpec) from None
     spec = spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
     _check_semantics(spec, doc)
     return spec
-
-
-def _first_error(doc: LocatedYaml, exc: ValidationError) -> SpecError:
-    errors = [(_data_loc(doc.data, e["loc"]), e) for e in exc.errors()]
-    # The deepest error inside the first one's value: for [[1]], its item, not the list.
-    loc = max((lc for lc, _ in errors if lc[:len(errors[0][0])] == errors[0][0]), key=len)
-    group = [e for lc, e in errors if lc == loc]  # one per member of a union
-    # Within a union (a parameter value), "not finite" says more than "not a boolean".
-    err = next((e for e in group if e["type"] == "finite_number"), group[0])
-    kind, given, ctx = err["type"], err.get("input"), err.get("ctx", {})
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(doc, loc)
-        return doc.error(loc, f"unknown key (expected one of: {allowed})")
-    if kind == "missing":
-        return doc.error(loc, "required field is missing")
-    if kind == "literal_error":
-        return doc.error(loc, f"{given!r} is not allowed (expected {ctx['expected']})")
-    if kind == "too_short":
-        return doc.error(loc, "must not be empty")
-    if kind == "string_pattern_mismatch":
-        return doc.error(loc, f"{given!r} is not a valid name (letters, digits, '.', '_', '-')")
-    if kind == "string_too_long":
-        return doc.error(loc, f"is longer than {ctx['max_length']} characters")
-    if kind == "finite_number":
-        return doc.error(loc, f"must be a finite number, got {given!r}")
-    if kind in _BOUNDS:
-        bound = next(iter(ctx.values()))
-        bound = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
-        return doc.error(loc, f"must be {_BOUNDS[kind]} {bound:,}, got {given!r}")
-    expected = [_EXPECTED[e["type"]] for e in group if e["type"] in _EXPECTED]
-    if expected:
-        return doc.error(loc, f"expected {_one_of(expected)}, got {_described(given)}"
-                              f"{_quoting_hint(expected, given)}")
-    message = err["msg"].removeprefix("Value error, ")
-    suffix = f", got {given!r}" if not isinstance(given, dict | list) and given is not None else ""
-    return doc.error(loc, f"{message}{suffix}")
-
-
-_BOUNDS = {"greater_than": "greater than", "greater_than_equal": "greater than or equal to",
-           "less_than": "less than", "less_than_equal": "less than or equal to"}
-_EXPECTED = {"bool_type": "true or false", "int_type": "an integer", "float_type": "a number",
-             "string_type": "text", "list_type": "a list", "dict_type": "a mapping",
-             "model_type": "a mapping", "model_attributes_type": "a mapping"}
-
-
-def _data_loc(data: object, loc: tuple[str | int, ...]) -> PathKey:
-    """`loc` without the union members pydantic puts into it ("str", "list[...]"): only the
-    parts that lead somewhere in the file's data."""
-    kept: list[str | int] = []
-    for part in loc:
-        inside = part in data if isinstance(data, dict) else isinstance(data, list) and \
-            isinstance(part, int) and 0 <= part < len(data)
-        if inside:
-            data = data[part]  # type: ignore[index]
-        elif _is_pydantic_tag(part):
-            continue
-        else:  # a missing field: still the one to name
-            data = None
-        kept.append(part)
-    return tuple(kept)
-
-
-def _one_of(kinds: list[str]) -> str:
-    if {"true or false", "a number", "text"} <= set(kinds):  # a parameter value
-        return "a value (true or false, a number or text)" + (
-            " or a list of values" if "a list" in kinds else "")
-    kinds = [k for k in dict.fromkeys(kinds) if not (k == "an integer" and "a number" in kinds)]
-    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
-
-
-def _described(value: object) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the text {value!r}"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        nested = any(isinstance(v, list | dict) for v in value)
-        return "a list" + (" holding lists or mappings" if nested else "")
-    if isinstance(value, bytes):
-        return "binary data"
-    return f"a {type(value).__name__} ({value!s:.40})"  # a date, a set
-
-
-def _quoting_hint(expected: list[str], given: object) -> str:
-    if expected == ["text"] and isinstance(given, float):
-        return " (put it in quotes: YAML reads 12.10 as the number 12.1)"
-    if "text" in expected and isinstance(given, int | datetime.date) and \
-            not isinstance(given, bool):
-        return " (put it in quotes)"
-    if "text" not in expected and isinstance(given, str):
-        try:
-            float(given)
-        except ValueError:
-            return ""
-        return " (without the quotes)"
-    return ""
-
-
-def _is_pydantic_tag(part: str | int) -> bool:
-    return isinstance(part, str) and (bool(re.search(r"[\[\]-]", part)) or part in (
-        "str", "int", "float", "bool"))
-
-
-def _allowed_keys(doc: LocatedYaml, loc: PathKey) -> str:
-    parent: type[BaseModel] = MatrixSpec
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        annotation = parent.model_fields[part].annotation
-        inner = getattr(annotation, "__args__", (annotation,))[0]
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
-            parent = inner
-    return ", ".join(parent.model_fields)
 
 
 def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
