@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.markdown import fmt, present
 from orchestrator.records import Flag
+from orchestrator.repeats import settled
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,13 +29,16 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
     medians of the workload's own `metrics`."""
     import pandas as pd
 
+    repeat_cv = _repeat_cv(rows)
+    first_warmup = _first_epoch_warmup_s(rows)
     summaries = []
     for config_id, group in rows.groupby("config_id", sort=False):
         throughput = group["items_per_s"]
         median = float(throughput.median())
         spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
         flags = set(filter(None, ",".join(group["flags"].fillna("")).split(",")))
-        if spread > NOISY_SPREAD and len(group) > 1:
+        cv, target = repeat_cv.get(config_id), _median(group, "target_cv")
+        if (spread > NOISY_SPREAD and len(group) > 1) or not settled(cv, target):
             flags.add(Flag.NOISY.value)
         summary = {
             "config_id": config_id,
@@ -43,7 +47,11 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "stack": group["stack"].iloc[0],
             "repeats": group["cell_id"].nunique(),
             "samples": len(group),
+            "repeat_cv": cv,
+            "target_cv": target,
             "train_s": float(group["train_s"].median()),
+            "epoch_s": _median(group, "epoch_s"),
+            "warmup_s": first_warmup.get(config_id),
             "step_s": _mean_step_s(group),
             "items_per_s": median,
             "spread": spread,
@@ -78,6 +86,23 @@ def _median(group: pd.DataFrame, column: str) -> float | None:
     return float(group[column].median())
 
 
+def _repeat_cv(rows: pd.DataFrame) -> dict[str, float]:
+    """config_id -> the coefficient of variation of its per-repeat throughput (each
+    repeat's median epoch items/s), for configurations of two repeats or more."""
+    per_repeat = rows.groupby(["config_id", "cell_id"], sort=False)["items_per_s"].median()
+    by_config = per_repeat.groupby(level="config_id", sort=False)
+    cv = (by_config.std(ddof=1) / by_config.mean())[by_config.size() >= 2]
+    return {str(k): float(v) for k, v in cv.items()}
+
+
+def _first_epoch_warmup_s(rows: pd.DataFrame) -> dict[str, float]:
+    """config_id -> the median over its repeats of the first epoch's warm-up time: the
+    steps that compile, allocate and tune before any step is timed."""
+    if "warmup_s" not in rows or rows["warmup_s"].isna().all():
+        return {}
+    first = rows.sort_values("epoch", kind="stable").drop_duplicates("cell_id")
+    medians = first.groupby("config_id", sort=False)["warmup_s"].median().dropna()
+    return {str(k): float(v) for k, v in medians.items()}
 
 
 def _mean_step_s(group: pd.DataFrame) -> float | None:
@@ -194,19 +219,35 @@ class Choice:
 
 def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
     """Per workload: the fastest configuration, the cheapest per million items and the
-    cheapest per epoch (where prices exist). Implausible rows never win."""
+    cheapest per epoch (where prices exist). Implausible rows never win; a noisy winner
+    is named with its noise."""
     candidates = summary[~summary["flags"].str.contains(Flag.IMPLAUSIBLE.value, na=False)]
     if candidates.empty:
         return []
     fastest = candidates.loc[candidates["items_per_s"].idxmax()]
     choices = [Choice("fastest", fastest["config_id"],
-                      f"{fastest['items_per_s']:,.0f} {unit}s/s")]
+                      f"{fastest['items_per_s']:,.0f} {unit}s/s" + noise_note(fastest))]
     priced = candidates[candidates["usd_per_million_items"].notna()]
     if not priced.empty:
         cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]
         choices.append(Choice(f"cheapest per million {unit}s", cheapest["config_id"],
-                              f"${cheapest['usd_per_million_items']:.4g} per million"))
+                              f"${cheapest['usd_per_million_items']:.4g} per million"
+                              + noise_note(cheapest)))
         per_epoch = priced.loc[priced["epoch_cost_usd"].idxmin()]
         choices.append(Choice("cheapest epoch", per_epoch["config_id"],
-                              f"${per_epoch['epoch_cost_usd']:.4g} per epoch"))
+                              f"${per_epoch['epoch_cost_usd']:.4g} per epoch"
+                              + noise_note(per_epoch)))
     return choices
+
+
+def noise_note(row: pd.Series) -> str:
+    """", noisy: ..." for a configuration flagged noisy (how much, and against what), else
+    "": a best choice never hides that its figure moves from run to run."""
+    if Flag.NOISY.value not in str(row.get("flags") or "").split(","):
+        return ""
+    parts = [f"spread {row['spread']:.0%}"]
+    if present(row.get("repeat_cv")):
+        target = row.get("target_cv")
+        parts.append(f"CV over repeats {row['repeat_cv']:.1%}"
+                     + (f", target {target:.1%}" if present(target) else ""))
+    return " (noisy: " + "; ".join(parts) + ")"

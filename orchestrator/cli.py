@@ -206,7 +206,9 @@ def validate(matrix_file: MatrixFile) -> None:
     spec = load_spec(matrix_file)
     cells = expand(spec)
     configs = len({c.config_id for c in cells})
-    typer.echo(f"{matrix_file}: ok ({configs} configurations, {len(cells)} cells)")
+    most = "" if spec.max_repeats == spec.min_repeats else \
+        f" to {len(cells) // spec.min_repeats * spec.max_repeats}"
+    typer.echo(f"{matrix_file}: ok ({configs} configurations, {len(cells)}{most} cells)")
     for problem in image_problems(spec):
         typer.echo(f"note: {problem}")
 

@@ -53,3 +53,4 @@ fmt_ms = _number("{:.1f}", 1000)  # seconds as milliseconds
 fmt_ratio = _number("{:.2f}x")  # a speedup
 fmt_tflops = _number("{:.2f}", 1e-12)  # FLOP/s as TFLOP/s
 fmt_usd = _number("{:.4g}")  # dollars
+fmt_seconds = _number("{:.3f}")  # seconds

@@ -75,6 +75,12 @@ def cell_id_of(config_id: str, repeat: int) -> str:
     return content_hash({"config_id": config_id, "repeat": repeat})
 
 
+def as_repeat(cell: Cell, repeat: int) -> Cell:
+    """The same configuration's cell for another repeat (adaptive repeats add them)."""
+    return cell.model_copy(update={"repeat": repeat,
+                                   "cell_id": cell_id_of(cell.config_id, repeat)})
+
+
 def expand(spec: MatrixSpec) -> list[Cell]:
     """The cells of the matrix after exclude and include rules, sorted, without duplicates."""
     return [cell for cell, reason in _all_cells(spec) if reason is None]
@@ -139,16 +145,16 @@ def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
     cell, an include adding none). Include wins over exclude: excluding a set and
     including part of it back is how a grid is carved."""
     sizes = [math.prod(len(v) for v in entry_grid(e).values()) for e in spec.workloads]
-    total = sum(sizes) * len(spec.hardware) * len(spec.stacks) * spec.repeats
+    total = sum(sizes) * len(spec.hardware) * len(spec.stacks) * spec.max_repeats
     for rule in spec.include:
         grid = entry_grid(spec.workload_entry(str(rule.workload))) | {
             k: v if isinstance(v, list) else [v] for k, v in rule.params.items()}
         total += math.prod(len(v) for v in grid.values()) * len(spec.hardware) * \
-            len(spec.stacks) * spec.repeats
+            len(spec.stacks) * spec.max_repeats
     if total > spec.max_cells:
         biggest = max(range(len(sizes)), key=sizes.__getitem__)
         # Point at what blew it up: the repeats, when the grid itself fits.
-        where = ("repeats",) if total // spec.repeats <= spec.max_cells else (
+        where = ("repeats",) if total // spec.max_repeats <= spec.max_cells else (
             "workloads", biggest, "params")
         remedy = ("narrow the grid (max_cells goes no higher)"
                   if spec.max_cells >= HARD_MAX_CELLS else
@@ -189,7 +195,7 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
     params = info.resolve(given)
     epochs = entry.epochs or info.epochs
     config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs)
-    for repeat in range(1, spec.repeats + 1):
+    for repeat in range(1, spec.min_repeats + 1):
         yield Cell(
             run=spec.name, hardware=hardware, stack=stack, workload=info.name,
             workload_version=info.version, item_unit=info.item_unit, params=params,

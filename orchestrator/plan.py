@@ -2,6 +2,8 @@
 
 Reasons to skip a cell: not selected by --only, excluded by a rule, incompatible with its
 hardware, hardware that no node offers, or already done (an `ok` result in the journal).
+With `repeats: {min, max, until_cv}` the plan holds the repeats the journal asks for now
+(repeats.py) and names those a configuration may still get, up to `max`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from orchestrator.errors import MatrixError
 from orchestrator.hardware import LocalMachine
 from orchestrator.matrix import Cell, excluded, expand, incompatibility
 from orchestrator.registry import load_workload
+from orchestrator.repeats import extra_repeats
 from orchestrator.results import CellResult
 from orchestrator.spec import MatrixSpec
 
@@ -63,10 +66,14 @@ class Plan:
     to_run: list[Cell]
     skipped: list[Skipped]
     estimate_s: dict[str, float | None] = field(default_factory=dict)  # cell_id -> seconds
+    # Adaptive repeats: the cells a configuration may still get if its noise stays above
+    # the target (to_run holds those it gets now).
+    may_add: list[Cell] = field(default_factory=list)
 
-    def total_estimate_s(self) -> float | None:
-        """Sum of the estimates of the cells to run; None if any has no estimate."""
-        values = [self.estimate_s.get(c.cell_id) for c in self.to_run]
+    def total_estimate_s(self, cells: list[Cell] | None = None) -> float | None:
+        """Sum of the estimates of the cells to run (or of `cells`); None if any has none."""
+        values = [self.estimate_s.get(c.cell_id) for c in
+                  (self.to_run if cells is None else cells)]
         return None if any(v is None for v in values) else float(sum(values))  # type: ignore[arg-type]
 
 
@@ -83,6 +90,10 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
         if not any(selector.value_of(c) is not None for c in cells):
             raise OnlyFilterError(f"--only {selector.key}=...: no cell has a hardware, stack, "
                                   f"workload or parameter called {selector.key!r}")
+    later: list[Cell] = []
+    if not isinstance(spec.repeats, int):  # with --rerun, the journal's repeats are redone
+        more, later = extra_repeats(spec.repeats, cells, [] if rerun else history)
+        cells = sorted([*cells, *more], key=lambda c: c.repeat)  # stable: grid order kept
     to_run: list[Cell] = []
     skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
     for cell in cells:
@@ -91,9 +102,11 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
             skipped.append(Skipped(cell, reason))
         else:
             to_run.append(cell)
+    may_add = [c for c in later if not _skip_reason(c, local, selectors, offered, done,
+                                                    launch_ec2)]
     walls = _walls_by_config(history)
-    estimate = {c.cell_id: _estimate(c, walls) for c in to_run}
-    return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate)
+    estimate = {c.cell_id: _estimate(c, walls) for c in [*to_run, *may_add]}
+    return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate, may_add=may_add)
 
 
 def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],

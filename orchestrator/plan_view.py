@@ -57,7 +57,22 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
     total = plan.total_estimate_s()
     console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
                                   if total is None else f"about {total / 60:.1f} min"))
+    _show_repeat_range(spec, plan, console)
     _show_cost(spec, plan, console)
+
+
+def _show_repeat_range(spec: MatrixSpec, plan: Plan, console: Console) -> None:
+    """With repeats: {min, max, until_cv}: how far the plan may grow, and at what cost."""
+    if isinstance(spec.repeats, int):
+        return
+    policy = spec.repeats
+    most = len(plan.to_run) + len(plan.may_add)
+    extra = plan.total_estimate_s(plan.may_add)
+    longer = "" if not plan.may_add else (
+        ", time unknown" if extra is None else f", about {extra / 60:.1f} min more")
+    console.print(f"repeats: {policy.min} to {policy.max} per configuration, more while the "
+                  f"CV of its per-repeat throughput is above {policy.until_cv:.1%}: "
+                  f"{len(plan.to_run)} to {most} cells{longer}", highlight=False)
 
 
 def _show_cost(spec: MatrixSpec, plan: Plan, console: Console) -> None:

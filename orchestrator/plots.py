@@ -57,14 +57,26 @@ def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
     width = 0.8 / len(batches)
     for i, batch in enumerate(batches):
         rows = summary if batch is None else summary[summary["param.batch_size"] == batch]
-        heights = [float(rows[rows["hardware"] == m]["train_s"].median())
-                   if (rows["hardware"] == m).any() else 0.0 for m in machines]
-        axes.bar(x + i * width - 0.4 + width / 2, heights, width,
-                 label=None if batch is None else f"batch {fmt(batch)}")
+        timed = _medians(rows, machines, "train_s")
+        whole = _medians(rows, machines, "epoch_s")
+        rest = [max(w - t, 0.0) if w == w else 0.0 for w, t in zip(whole, timed, strict=True)]
+        where = x + i * width - 0.4 + width / 2
+        name = "timed steps" if batch is None else f"batch {fmt(batch)}: timed steps"
+        bars = axes.bar(where, timed, width, label=name)
+        axes.bar(where, rest, width, bottom=timed, color=bars.patches[0].get_facecolor(),
+                 alpha=0.35, hatch="//", label="warm-up, evaluation, rest" if i == 0 else None)
     axes.set_xticks(x, machines, rotation=20, ha="right")
-    if batches != [None]:
-        axes.legend(title="median over configurations")
+    axes.legend(title="median over configurations" if batches != [None] else None,
+                fontsize=8)
     return figure
+
+
+def _medians(rows: pd.DataFrame, machines: list[str], column: str) -> list[float]:
+    """Per machine, the median of `column` over its configurations (0 where it has none)."""
+    if column not in rows:
+        return [float("nan")] * len(machines)
+    return [float(rows[rows["hardware"] == m][column].median())
+            if (rows["hardware"] == m).any() else 0.0 for m in machines]
 
 
 def memory(summary: pd.DataFrame, workload: str) -> Figure | None:

@@ -52,6 +52,11 @@ class SweepProgress:
                  tb: TracebackType | None) -> None:
         self.progress.__exit__(kind, value, tb)
 
+    def more(self, cells: list[Cell]) -> None:
+        """Cells added while the sweep runs (adaptive repeats)."""
+        self.total += len(cells)
+        self.progress.update(self.task, total=self.total, summary=self._summary())
+
     def finished(self, cell: Cell, record: CellRecord) -> None:
         self.statuses[record.status.value] += 1
         style = STATUS_STYLE.get(record.status, "red")

@@ -21,8 +21,10 @@ SCHEMA_VERSION = 2
 #           gpu_power_mean_w, gpu_sm_clock_mean_mhz, gpu_temp_max_c, gpu_energy_j,
 #           throttle_reasons) and peak_source may be "estimate" (the local CPU's peak).
 #           All are new and optional: a version 1 record is a valid version 2 record.
-#   Within 2, provenance records gained the optional precision_switches (absent: {}), so
-#   no version and no migration: an older version 2 record is still a valid one.
+#   Within 2, provenance records gained the optional precision_switches (absent: {}),
+#   measurement records the optional epoch_s and timing_block_steps, and cell records the
+#   optional target_cv, so no version and no migration: an older version 2 record is
+#   still a valid one.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +93,8 @@ class MeasurementRecord(_Identity):
     steps: int | None = None
     warmup_steps: int = Field(default=0, ge=0)
     warmup_s: float | None = None
+    epoch_s: float | None = None  # the whole epoch: warm-up, timed steps, evaluation, between
+    timing_block_steps: int | None = None  # steps per synchronised block (block timing)
     mem_alloc_peak_bytes: int | None = None
     mem_reserved_peak_bytes: int | None = None
     nvml_used_peak_bytes: int | None = None
@@ -129,6 +133,7 @@ class CellRecord(_Identity):
     wall_s: float = Field(ge=0)
     workload_s: float | None = None  # the worker's own time inside the cell, for overhead
     attempts: int = Field(default=1, ge=1)
+    target_cv: float | None = None  # repeats: {until_cv} of the sweep that ran it
     node_id: str | None = None
     hardware: str
     stack: str

@@ -24,6 +24,7 @@ from orchestrator.markdown import (
     fmt_pct,
     fmt_rate,
     fmt_ratio,
+    fmt_seconds,
     fmt_tflops,
     fmt_usd,
     present,
@@ -31,6 +32,7 @@ from orchestrator.markdown import (
 )
 from orchestrator.plots import labels, save, workload_figures
 from orchestrator.registry import load_workload
+from orchestrator.repeats import settled
 from orchestrator.results import atomic_write
 from orchestrator.seed_tables import seed_views
 
@@ -152,8 +154,11 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     varying = [c for c in summary.columns if c.startswith("param.")
                and summary[c].astype(str).nunique() > 1]
     summary = summary.sort_values(["hardware", "stack", *varying], kind="stable")
+    has_warmup = bool((summary["warmup_s"].fillna(0) > 0).any())
+    has_target = bool(summary["target_cv"].notna().any())
     headers = ["hardware", "stack", *(c.removeprefix("param.") for c in varying),
-               "n", "s/epoch", "ms/step", f"train {unit}s/s", "spread"]
+               "n", "s/epoch", "timed s", *["warm-up s"] * has_warmup, "ms/step",
+               f"train {unit}s/s", "spread", *["CV/repeat"] * has_target]
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
     has_peak = bool(summary["achieved_flops"].notna().any())
@@ -169,9 +174,10 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     for _, row in summary.iterrows():
         cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_devices),
                  *(fmt(row[c]) for c in varying),
-                 f"{row['samples']} ({row['repeats']}x)", f"{row['train_s']:.3f}",
+                 f"{row['samples']} ({row['repeats']}x)", fmt_seconds(row["epoch_s"]),
+                 f"{row['train_s']:.3f}", *[fmt_seconds(row["warmup_s"])] * has_warmup,
                  fmt_ms(row["step_s"]), f"{row['items_per_s']:,.0f}",
-                 f"{row['spread']:.1%}"]
+                 f"{row['spread']:.1%}", *[fmt_pct(row["repeat_cv"])] * has_target]
         cells += [fmt_rate(row["eval_items_per_s"])] * has_eval
         cells += [fmt_metric(row[f"metric.{m}"]) for m in metrics]
         cells += [fmt_mib(row["mem_bytes"])] * has_gpu_mem
@@ -190,11 +196,32 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
     plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
     return [f"## {workload}", "", f"{info.description}", "",
-            f"Medians over each configuration's timed epochs (n = samples, repeats); spread = "
-            f"(max - min) / median of train {unit}s/s, noisy above {NOISY_SPREAD:.0%}. "
-            f"Warm-up steps excluded.", "",
+            f"Medians over each configuration's epochs (n = samples, repeats). s/epoch is the "
+            f"whole epoch as you wait for it (warm-up, training, evaluation); timed s is its "
+            f"training steps after warm-up, from which ms/step and {unit}s/s come"
+            + (", and warm-up s the first epoch's warm-up (compilation included)"
+               if has_warmup else "")
+            + f". Spread = (max - min) / median of train {unit}s/s, noisy above "
+            f"{NOISY_SPREAD:.0%}" + ("; CV/repeat: the coefficient of variation of the "
+                                     "repeats' median throughput" if has_target else "")
+            + ("; $/epoch prices the whole epoch" if has_cost else "") + ".", "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
-            *table(headers, body), "", *seed_views(workload, summary, unit), *plots]
+            *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
+            *plots]
+
+
+def _unsettled(summary: pd.DataFrame) -> list[str]:
+    """The configurations whose repeats never got under `repeats: {until_cv}`."""
+    names = dict(zip(summary["config_id"], labels(summary), strict=True))
+    lines = [f"- {names[row['config_id']]}: CV {fmt_pct(row['repeat_cv']) or 'unknown'} "
+             f"over {row['repeats']} repeats, target {row['target_cv']:.1%}"
+             for _, row in summary.iterrows()
+             if present(row["target_cv"]) and not settled(row["repeat_cv"], row["target_cv"])]
+    if not lines:
+        return []
+    return ["Never settled: these configurations' repeats stayed above the target CV "
+            "(`repeats: {until_cv}`) when the sweep ended; their figures move from run to "
+            "run by more than you asked for.", "", *lines, ""]
 
 
 def _of_peak(row: pd.Series) -> str:

@@ -293,12 +293,23 @@ class ResultStore:
                 rows.append({**cell, **prov, **measurement})
         from orchestrator.cloud.costs import add_cost_columns
 
-        return add_cost_columns(pd.DataFrame(rows))
+        return add_cost_columns(with_whole_epoch(pd.DataFrame(rows)))
 
     def write_parquet(self) -> pd.DataFrame:
         df = self.frame()
         write_parquet(df, self.parquet)
         return df
+
+
+def with_whole_epoch(df: pd.DataFrame) -> pd.DataFrame:
+    """`epoch_s` on every measured row: the epoch as the user waits for it. Records from
+    before the meter measured it carry the sum of what they timed (warm-up, timed steps,
+    evaluation): a lower bound, short of what the loop did between them."""
+    if "train_s" not in df.columns:
+        return df
+    parts = df["train_s"] + sum(df[c].fillna(0.0) for c in ("warmup_s", "eval_s") if c in df)
+    df["epoch_s"] = df["epoch_s"].fillna(parts) if "epoch_s" in df else parts
+    return df
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:

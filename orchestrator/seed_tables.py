@@ -63,7 +63,7 @@ def seed_003(summary: pd.DataFrame, unit: str) -> list[str]:
                       f"{row['train_s']:.3f}", fmt_rate(row["items_per_s"]),
                       f"{row['speedup_ratio']:.2f}", f"{row['parallel_efficiency_fraction']:.0%}"]
                      for _, row in ordered.iterrows()], ordered)
-    headers = ["where", "devices", *(["batch"] if batch else []), "s/epoch", f"{unit}s/s",
+    headers = ["where", "devices", *(["batch"] if batch else []), "timed s", f"{unit}s/s",
                "speedup", "efficiency"]
     return ["### Scaling, as seed 003 published it", "",
             "Speedup: throughput over that of the same settings on one device (GPU, or "

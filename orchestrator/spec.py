@@ -130,6 +130,18 @@ class Rule(_Strict):
     params: dict[str, ScalarOrList] = Field(default_factory=dict)
 
 
+class RepeatPolicy(BaseModel):
+    """`repeats: {min, max, until_cv}`: each configuration runs `min` repeats, then one more
+    at a time until the coefficient of variation of its per-repeat throughput is at most
+    `until_cv`, or it has `max` (orchestrator/repeats.py). All three keys are required."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+    min: int = Field(ge=2, le=HARD_MAX_CELLS)  # a coefficient of variation needs two repeats
+    max: int = Field(ge=2, le=HARD_MAX_CELLS)
+    until_cv: float = Field(gt=0, lt=1)
+
+
 class MatrixSpec(_Strict):
     """A whole matrix file."""
 
@@ -139,7 +151,9 @@ class MatrixSpec(_Strict):
     workloads: list[WorkloadEntry] = Field(min_length=1)
     include: list[Rule] = Field(default_factory=list)  # extra cells beyond the cross product
     exclude: list[Rule] = Field(default_factory=list)  # cells removed from the cross product
-    repeats: int = Field(default=1, ge=1)
+    # A number: that many repeats per configuration; a mapping: repeats until the noise is
+    # bounded (RepeatPolicy).
+    repeats: Annotated[int, Field(ge=1)] | RepeatPolicy = 1
     output: str | None = None  # run directory; default reports/<name>
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
@@ -150,6 +164,21 @@ class MatrixSpec(_Strict):
 
     def workload_entry(self, name: str) -> WorkloadEntry:
         return next(w for w in self.workloads if w.name == name)
+
+    @property
+    def min_repeats(self) -> int:
+        """The repeats every configuration gets."""
+        return self.repeats.min if isinstance(self.repeats, RepeatPolicy) else self.repeats
+
+    @property
+    def max_repeats(self) -> int:
+        """The most repeats a configuration may get (what max_cells counts)."""
+        return self.repeats.max if isinstance(self.repeats, RepeatPolicy) else self.repeats
+
+    @property
+    def target_cv(self) -> float | None:
+        """The coefficient of variation repeats run until, or None for a fixed number."""
+        return self.repeats.until_cv if isinstance(self.repeats, RepeatPolicy) else None
 
 
 def json_schema() -> dict:
@@ -177,6 +206,9 @@ def load_spec(path: Path | str) -> MatrixSpec:
 
 
 def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    if isinstance(spec.repeats, RepeatPolicy) and spec.repeats.max < spec.repeats.min:
+        raise doc.error(("repeats", "max"), f"must be at least min ({spec.repeats.min}), got "
+                                            f"{spec.repeats.max}")
     for section in ("hardware", "stacks", "workloads"):
         seen: set[str] = set()
         for index, item in enumerate(getattr(spec, section)):

@@ -17,6 +17,10 @@ from orchestrator.spec_yaml import LocatedYaml, PathKey
 def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel]) -> SpecError:
     """The first of pydantic's errors as one located line that says what was expected."""
     errors = [(_data_loc(doc.data, e["loc"]), e) for e in exc.errors()]
+    # A key missing beside an unknown one is most likely that key misspelt: name the typo.
+    missing = {lc[:-1] for lc, e in errors if e["type"] == "missing"}
+    errors.sort(key=lambda pair: pair[1]["type"] != "extra_forbidden"
+                or pair[0][:-1] not in missing)
     # The deepest error inside the first one's value: for [[1]], its item, not the list.
     loc = max((lc for lc, _ in errors if lc[:len(errors[0][0])] == errors[0][0]), key=len)
     group = [e for lc, e in errors if lc == loc]  # one per member of a union
@@ -118,8 +122,10 @@ def _quoting_hint(expected: list[str], given: object) -> str:
 
 
 def _is_pydantic_tag(part: str | int) -> bool:
+    """A union member's tag: a type ("str", "list[...]", "constrained-int") or a model's
+    class name ("RepeatPolicy"; the file's own keys are lower case)."""
     return isinstance(part, str) and (bool(re.search(r"[\[\]-]", part)) or part in (
-        "str", "int", "float", "bool"))
+        "str", "int", "float", "bool") or part[:1].isupper())
 
 
 def _allowed_keys(model: type[BaseModel], loc: PathKey) -> str:
@@ -128,7 +134,7 @@ def _allowed_keys(model: type[BaseModel], loc: PathKey) -> str:
         if isinstance(part, int):
             continue
         annotation = parent.model_fields[part].annotation
-        inner = getattr(annotation, "__args__", (annotation,))[0]
-        if isinstance(inner, type) and issubclass(inner, BaseModel):
-            parent = inner
+        members = getattr(annotation, "__args__", (annotation,))  # list[X], X | None, int | X
+        parent = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)),
+                      parent)
     return ", ".join(parent.model_fields)

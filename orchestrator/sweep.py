@@ -27,7 +27,7 @@ from orchestrator.dispatch import RayDispatcher, SerialDispatcher
 from orchestrator.errors import BudgetError, DriverNodeLost
 from orchestrator.executors.docker import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
-from orchestrator.hardware import detect_local
+from orchestrator.hardware import LocalMachine, detect_local
 from orchestrator.images import ImageRef
 from orchestrator.interrupts import signals_deferred
 from orchestrator.matrix import Cell
@@ -134,7 +134,7 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     interrupted = False
     stopped: str | None = None  # why a fault stopped the sweep before its cells all ran
     try:
-        intake = _Intake(store, prices, statuses)
+        intake = _Intake(store, prices, statuses, spec.target_cv)
         to_run, images = _images_for(spec, plan.to_run, store.root, intake.take, console)
         launched = [c for c in launched if c in to_run]
         here = [c for c in to_run if c not in launched]
@@ -154,8 +154,11 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                         intake.take, console))
                 if here and dispatcher is not None:
                     guard = _budget_guard(spec, prices, plan)
-                    for cell, records in dispatcher.run(here, images, guard):
-                        intake.take(cell, records)
+                    waves = _Waves(spec, store, options, local, offered, here, console)
+                    while here:
+                        for cell, records in dispatcher.run(here, images, guard):
+                            intake.take(cell, records)
+                        here = waves.next(guard, progress)
                 if group is not None:
                     group.wait()
     except KeyboardInterrupt:
@@ -199,6 +202,39 @@ def _wind_down(spec: MatrixSpec, store: ResultStore, plan: Plan,
         console.print(f"results: {store.parquet}\nreport:  {store.report}")
 
 
+class _Waves:
+    """Adaptive repeats (repeats.py): once a wave of cells has ended, the next wave is the
+    repeats the journal now asks for that this sweep has not run. Cells on an EC2 cluster
+    launched for the sweep get theirs from the next `matrix run` (each wave would launch
+    the cluster again)."""
+
+    def __init__(self, spec: MatrixSpec, store: ResultStore, options: SweepOptions,
+                 local: LocalMachine, offered: set[str] | None, first: list[Cell],
+                 console: Console) -> None:
+        self.spec, self.store, self.options = spec, store, options
+        self.local, self.offered, self.console = local, offered, console
+        self.attempted = {cell.cell_id for cell in first}
+
+    def next(self, guard: BudgetGuard | None, progress: SweepProgress) -> list[Cell]:
+        if self.spec.target_cv is None:
+            return []
+        history = [r for r in self.store.results()
+                   if not self.options.rerun or r.cell.cell_id in self.attempted]
+        plan = make_plan(self.spec, self.local, history, self.options.only, self.offered,
+                         self.options.rerun, launch_ec2=False)
+        wave = [c for c in plan.to_run if c.cell_id not in self.attempted]
+        if not wave:
+            return []
+        self.attempted |= {cell.cell_id for cell in wave}
+        if guard is not None:
+            guard.estimate_s.update({k: v for k, v in plan.estimate_s.items() if v is not None})
+        progress.more(wave)
+        configs = len({cell.config_id for cell in wave})
+        self.console.print(f"repeats: {configs} configuration(s) above until_cv "
+                           f"{self.spec.target_cv:.1%}: one more repeat each", highlight=False)
+        return wave
+
+
 @dataclass
 class _Intake:
     """Where every cell's records go, from this thread or the EC2 follower's: the attempt
@@ -207,6 +243,7 @@ class _Intake:
     store: ResultStore
     prices: dict[str, Price]
     statuses: Counter[str]
+    target_cv: float | None = None  # repeats: {until_cv}, recorded with each cell
     progress: SweepProgress | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -224,6 +261,9 @@ class _Intake:
             attempts = self.attempts.get(cell.cell_id, 0) + record.attempts
             self.attempts[cell.cell_id] = attempts
             records = with_attempts(records, attempts)
+            if self.target_cv is not None:
+                records = [*records[:-1], record.model_copy(update={
+                    "attempts": attempts, "target_cv": self.target_cv})]
             records = with_price(records, cell.hardware.instance_type,
                                  self.prices.get(cell.hardware.name))
             self.store.append(records)
@@ -343,5 +383,7 @@ def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:
     eta = f", about {estimate / 60:.1f} min" if estimate else ""
     reasons = Counter(s.reason.split(" (")[0] for s in plan.skipped)
     skipped = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
-    console.print(f"run {root}: {len(plan.to_run)} cells to run{eta}"
+    more = f" (up to {len(plan.to_run) + len(plan.may_add)} by repeats: until_cv)" \
+        if plan.may_add else ""
+    console.print(f"run {root}: {len(plan.to_run)} cells to run{more}{eta}"
                   + (f"; skipped: {skipped}" if skipped else ""), highlight=False)

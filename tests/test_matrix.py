@@ -39,7 +39,8 @@ def test_repeats_share_a_config_id(matrix_file):
 
 def test_params_are_resolved_with_defaults(matrix_file):
     cell = cells_of(matrix_file, BASE)[0]
-    assert cell.params == {"fault": "none", "message": "", "seconds": 0.1, "steps": 1}
+    assert cell.params == {"fault": "none", "jitter": 0.0, "message": "", "seconds": 0.1,
+                           "steps": 1}
     assert cell.epochs == 1 and cell.workload_version == "1"
 
 

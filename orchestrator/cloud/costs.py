@@ -74,21 +74,23 @@ def with_price(records: list[Record], instance_type: str | None,
 
 
 def plan_cost_usd(plan: Plan, prices: dict[str, Price]) -> float:
-    """The priced cells' estimated time x their price. A cell without an estimate counts at
-    its timeout: a budget is an upper bound, so the unknown is taken at its worst."""
+    """The priced cells' estimated time x their price, the repeats a configuration may
+    still get included. A cell without an estimate counts at its timeout: a budget is an
+    upper bound, so the unknown is taken at its worst."""
     return sum((plan.estimate_s.get(cell.cell_id) or cell.timeout_s) / 3600 *
                prices[cell.hardware.name].usd_per_hour
-               for cell in plan.to_run if cell.hardware.name in prices)
+               for cell in [*plan.to_run, *plan.may_add] if cell.hardware.name in prices)
 
 
 def add_cost_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """cell_cost_usd (the cell's wall time), epoch_cost_usd (the epoch's training time) and
-    usd_per_million_items, where rows carry a price."""
+    """cell_cost_usd (the cell's wall time), epoch_cost_usd (the whole epoch, `epoch_s`:
+    warm-up and evaluation included, as the user pays for it) and usd_per_million_items
+    (at the steady-state training rate), where rows carry a price."""
     if "price_per_hour_usd" not in df.columns:
         return df
     per_s = df["price_per_hour_usd"] / 3600
     df["cell_cost_usd"] = df["wall_s"] * per_s
     if "train_s" in df.columns:
-        df["epoch_cost_usd"] = df["train_s"] * per_s
+        df["epoch_cost_usd"] = df.get("epoch_s", df["train_s"]) * per_s
         df["usd_per_million_items"] = per_s / df["items_per_s"] * 1e6
     return df

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -278,13 +277,12 @@ def _harness(backend: str, on_gpu: bool, replicas: list[Any]
 def epoch_timer(keras: Any, ctx: Context, samples: int, batch_size: int, warmup_steps: int,
                 sync: Callable[[], None]) -> Any:
     """A Keras callback that times `fit`'s training batches with the harness's meter (the
-    device synchronised at every step boundary), and the whole epoch as the seed did."""
+    device synchronised at every step boundary); the meter times the whole epoch too
+    (`epoch_s`, as the seed did), from on_epoch_begin to on_epoch_end."""
 
     class EpochTimer(keras.callbacks.Callback):  # type: ignore[misc, name-defined]
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self.meter = ctx.start_epoch(warmup_steps=warmup_steps)
-            sync()
-            self.started = time.perf_counter()
 
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
             size = min(batch_size, samples - batch * batch_size)
@@ -295,10 +293,8 @@ def epoch_timer(keras: Any, ctx: Context, samples: int, batch_size: int, warmup_
             self.step.__exit__(None, None, None)
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            sync()
-            epoch_s = time.perf_counter() - self.started
             summary = self.meter.summary()
-            ctx.end_epoch(epoch + 1, self.meter, epoch_s=epoch_s,
+            ctx.end_epoch(epoch + 1, self.meter,
                           us_per_sample=float(summary["train_s"]) / float(summary["items"]) * 1e6,
                           ms_per_step=float(summary["train_s"]) / int(summary["steps"]) * 1e3)
 

@@ -7,6 +7,7 @@ its faults drive the tests of failure handling with real processes and real sign
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 
@@ -22,11 +23,13 @@ def run(ctx: Context) -> None:
     _inject_before(ctx, fault)
     steps = int(ctx.params["steps"])
     pause = float(ctx.params["seconds"]) / steps
+    jitter = float(ctx.params["jitter"])
+    noise = random.Random(int(ctx.cell["repeat"]))  # the same noise for the same repeat
     for epoch in ctx.epoch_range():
         meter = ctx.start_epoch(warmup_steps=0)
         for _ in range(steps):
             with meter.step(items=1):
-                time.sleep(pause)
+                time.sleep(pause * (1 + jitter * noise.random()))
         ctx.end_epoch(epoch, meter)
 
 
