@@ -1,15 +1,12 @@
 """Expansion: a pure function from a MatrixSpec to the sorted list of its cells.
 
-A cell is hardware x stack x workload x one parameter combination x one repeat. Its
-`config_id` hashes everything that gives a result its meaning except the repeat index;
-its `cell_id` hashes the config_id and the repeat index (Contracts: cell identity).
+A cell is hardware x stack x workload x one parameter combination x one repeat, named by
+its `config_id` and `cell_id` (identity.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import warnings
 from collections.abc import Iterator
@@ -17,6 +14,7 @@ from collections.abc import Iterator
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.errors import SpecWarning
+from orchestrator.identity import cell_id_of, config_id_of
 from orchestrator.registry import ItemUnit, Scalar, load_workload
 from orchestrator.spec import (
     DEFAULT_TIMEOUT_S,
@@ -29,8 +27,6 @@ from orchestrator.spec import (
     entry_grid,
 )
 from orchestrator.spec_yaml import LocatedYaml
-
-ID_LENGTH = 16
 
 
 class Cell(BaseModel):
@@ -51,28 +47,6 @@ class Cell(BaseModel):
     memory_limit_mb: int | None
     config_id: str
     cell_id: str
-
-
-def content_hash(content: object) -> str:
-    """Stable hash of JSON-able content, independent of key order."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:ID_LENGTH]
-
-
-def config_id_of(hardware: Hardware, stack: Stack, workload: str, version: str,
-                 params: dict[str, Scalar], epochs: int) -> str:
-    return content_hash({
-        "hardware": hardware.model_dump(),
-        "stack": stack.model_dump(),
-        "workload": workload,
-        "workload_version": version,
-        "params": params,
-        "epochs": epochs,
-    })
-
-
-def cell_id_of(config_id: str, repeat: int) -> str:
-    return content_hash({"config_id": config_id, "repeat": repeat})
 
 
 def as_repeat(cell: Cell, repeat: int) -> Cell:

@@ -43,6 +43,9 @@ class ParamDecl(BaseModel):
     max: float | None = None  # inclusive upper bound, where a larger value cannot make sense
     gpu_only: tuple[Scalar, ...] = ()  # values that need a GPU (e.g. precision fp16)
     stack_framework: bool = False  # the value names a framework the cell's stack must pin
+    # "when_not_default": hashed into config_id only when set otherwise (identity.py), for a
+    # parameter added to a workload that already has results, so their ids do not move
+    in_identity: Literal["always", "when_not_default"] = "always"
     help: str = ""
 
     def problem_with(self, value: object) -> str | None:
