@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from orchestrator.engine import EngineUnavailable, docker_client, engine_lost, engine_lost_errors
+from orchestrator.executors import needs_image
 from orchestrator.executors.outcome import not_run_records, tail_of
 from orchestrator.images import (
     BuildFailure,
@@ -42,7 +43,7 @@ class BuiltImages:
 def image_stacks(spec: MatrixSpec, cells: list[Cell] | None = None) -> list[Stack]:
     """The stacks that run in an image, limited to those of `cells` when given."""
     wanted = None if cells is None else {cell.stack.name for cell in cells}
-    return [s for s in spec.stacks if s.effective_executor == "docker"
+    return [s for s in spec.stacks if needs_image(s)
             and (wanted is None or s.name in wanted)]
 
 

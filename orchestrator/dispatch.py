@@ -22,7 +22,7 @@ from orchestrator import failpoints
 from orchestrator.budget import BudgetGuard
 from orchestrator.cell_starts import StartWatch
 from orchestrator.errors import DispatchError, DriverNodeLost
-from orchestrator.executors import execute
+from orchestrator.executors import execute, executor_kind
 from orchestrator.executors.outcome import ToolInfo, not_run_records, tail_of
 from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
@@ -302,10 +302,7 @@ def overdue_records(cell: Cell, running_s: float, run_root: Path) -> list[Record
     """The records of a cell the driver ended past its timeout (cell_starts.py): `timeout`,
     with what its log holds where the driver can read it. Its container, if it runs on this
     machine's engine, is removed; one elsewhere is removed by that node's next sweep."""
-    from orchestrator.executors.docker import remove_cell_container
-
-    if cell.stack.effective_executor == "docker":
-        remove_cell_container(cell)
+    executor_kind(cell.stack.effective_executor).load().stop_cell(cell)
     records = not_run_records(
         cell, Status.TIMEOUT,
         f"no result within the cell's timeout_s of {cell.timeout_s:g} s: its executor did "

@@ -28,6 +28,7 @@ from typing import Any
 from orchestrator.cloud.aws import is_ecr
 from orchestrator.engine import stopped_by_the_engine
 from orchestrator.errors import MatrixError
+from orchestrator.executors import needs_image
 from orchestrator.spec import Images, MatrixSpec, Stack
 from orchestrator.stack_check import FRAMEWORK_DISTRIBUTIONS, version_matches
 
@@ -131,7 +132,7 @@ def image_problems(spec: MatrixSpec) -> list[str]:
     """Why a stack's image could not be rendered yet (a missing or contradicting lock)."""
     problems = []
     for stack in spec.stacks:
-        if stack.effective_executor == "docker":
+        if needs_image(stack):
             try:
                 render(stack, spec.images)
             except ImageError as exc:

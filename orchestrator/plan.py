@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from orchestrator.errors import MatrixError
+from orchestrator.executors import needs_image
 from orchestrator.hardware import LocalMachine
 from orchestrator.matrix import Cell, excluded, expand, incompatibility
 from orchestrator.registry import load_workload
@@ -120,7 +121,7 @@ def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
     if offered is None and hardware.kind == "ec2":  # on the cluster launched for the sweep
         if not launch_ec2:
             return f"no node offers hw:{hardware.name} (EC2 hardware runs on a Ray cluster)"
-        if cell.stack.effective_executor != "docker":
+        if not needs_image(cell.stack):
             return ("incompatible: EC2 nodes run cells in their stack's image, and stack "
                     f"{cell.stack.name} has none (executor: process)")
     elif offered is None:  # the local machine is the only node

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator.cloud.network import ssh_cidr_problem
 from orchestrator.errors import SpecWarning, UnknownWorkloadError
+from orchestrator.executors import executor_names, needs_image
 from orchestrator.framework_builds import cuda_build_problem, release_problem
 from orchestrator.hardware import instance_type_problem, region_problem
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
@@ -67,7 +68,7 @@ class Stack(_Strict):
     """A software stack: the current environment (process) or a pinned image (docker)."""
 
     name: Name
-    executor: Literal["process", "docker"] | None = None  # default: docker when pinned
+    executor: Name | None = None  # a registered executor; default: docker when pinned
     framework: Literal["torch", "tensorflow", "jax"] | None = None
     framework_version: str | None = None
     cuda: str | None = None
@@ -185,6 +186,8 @@ def json_schema() -> dict:
     """JSON Schema of the matrix file, for editors."""
     schema = MatrixSpec.model_json_schema()
     schema["title"] = "matrix-bench matrix file"
+    # the executors registered when the schema is made, for editors to offer
+    schema["$defs"]["Stack"]["properties"]["executor"]["anyOf"][0]["enum"] = executor_names()
     return schema
 
 
@@ -223,15 +226,19 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
         raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
                                "profile its nodes run with (docs/aws.md)")
     images = spec.images  # its paths already absolute
-    if uses_ec2 and images.registry is None and any(
-            s.effective_executor == "docker" for s in spec.stacks):
+    for index, stack in enumerate(spec.stacks):
+        if stack.effective_executor not in executor_names():
+            raise doc.error(("stacks", index, "executor"),
+                            f"unknown executor {stack.effective_executor!r} (registered: "
+                            f"{', '.join(executor_names())})")
+    if uses_ec2 and images.registry is None and any(needs_image(s) for s in spec.stacks):
         raise doc.error(("images", "registry"),
                         "EC2 nodes pull each stack's image from a registry: set "
                         "images.registry to an ECR repository URI, e.g. "
                         "123456789012.dkr.ecr.us-east-1.amazonaws.com/matrix-bench")
     for index, stack in enumerate(spec.stacks):
         _check_pins(stack, doc, ("stacks", index))
-        if stack.effective_executor == "docker":
+        if needs_image(stack):
             _check_image_stack(stack, images, doc, ("stacks", index))
         _check_releases(stack, doc, ("stacks", index))
         if stack.cuda and stack.framework:

@@ -25,7 +25,7 @@ from orchestrator.cloud.costs import hardware_prices, plan_cost_usd, with_price
 from orchestrator.cloud.pricing import Price
 from orchestrator.dispatch import RayDispatcher, SerialDispatcher
 from orchestrator.errors import BudgetError, DriverNodeLost
-from orchestrator.executors.docker import remove_leftovers
+from orchestrator.executors import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware import LocalMachine, detect_local
 from orchestrator.images import ImageRef
@@ -189,8 +189,8 @@ def _wind_down(spec: MatrixSpec, store: ResultStore, plan: Plan,
     """After the cells, with Ctrl-C and SIGTERM deferred (interrupts.py): an interrupted
     sweep's containers removed, Ray stopped, the parquet and the report written whole."""
     if interrupted or stopped:
-        if image_stacks(spec, plan.to_run):  # a backstop for this machine's engine
-            remove_leftovers(spec.name)
+        # a backstop for what the executors left on this machine (containers)
+        remove_leftovers(spec.name, [c.stack.effective_executor for c in plan.to_run])
         what = "[yellow]interrupted:[/]" if interrupted else f"[red]stopped:[/] {stopped};"
         console.print(f"{what} the cells that finished are in the journal; "
                       "run the same command again to resume.")
@@ -318,7 +318,7 @@ def _images_for(spec: MatrixSpec, cells: list[Cell], run_root: Path,
     stacks = image_stacks(spec, cells)
     if not stacks:
         return cells, {}
-    removed = remove_leftovers(spec.name)
+    removed = remove_leftovers(spec.name, [s.effective_executor for s in stacks])
     if removed:
         console.print(f"removed {removed} container(s) a previous sweep left behind")
     built = build_images(spec, stacks, run_root, console)

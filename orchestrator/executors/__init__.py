@@ -1,35 +1,108 @@
-"""Executors run one cell and return its records: `process` (this Python environment) and
-`docker` (a container of the stack's image), chosen by the stack (Contracts: executors).
+"""Executors run one cell and return its records. Each is registered under the name a stack
+gives as its `executor`: `process` (this Python environment) and `docker` (a container of
+the stack's image) register below; a new one is one new module and one
+`register_executor` call (Contracts: executors).
 
-Both start `python -m orchestrator.worker CELL_FILE OUT_FILE` (Contracts: worker input and
-output) and hand the exit status and OUT_FILE to `outcome.records_for`, which turns them into
-journal records, so every executor classifies failures the same way.
+Both built-ins start `python -m orchestrator.worker CELL_FILE OUT_FILE` (Contracts: worker
+input and output) and hand the exit status and OUT_FILE to `outcome.records_for`, which
+turns them into journal records, so every executor classifies failures the same way.
+
+The registry holds light declarations (`ExecutorKind`): the matrix schema and the plan read
+them without importing an implementation, which is loaded only when a cell runs or a run is
+cleaned up.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
     from orchestrator.images import ImageRef
     from orchestrator.matrix import Cell
     from orchestrator.records import Record
+    from orchestrator.spec import Stack
+
+
+class Executor(Protocol):
+    """How one kind of executor runs cells, and cleans up after them on this machine."""
+
+    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
+                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
+        """Run `cell` (in `image`, for an executor that needs one) and return its records,
+        whatever happened: failures are records, never exceptions. Call `on_start` when the
+        cell's own clock starts, so a dispatcher can hold it to its timeout from outside."""
+        ...
+
+    def remove_leftovers(self, run: str) -> int:
+        """Remove what a killed sweep of `run` left on this machine; how many things."""
+        ...
+
+    def stop_cell(self, cell: Cell) -> None:
+        """Stop what is left of `cell` on this machine after the driver gave up on it."""
+        ...
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """A registered executor: its name, whether its cells run in their stack's image, and
+    how to load its implementation (imported only then)."""
+
+    name: str
+    needs_image: bool
+    load: Callable[[], Executor]
+
+
+_REGISTRY: dict[str, ExecutorKind] = {}
+
+
+def register_executor(kind: ExecutorKind) -> None:
+    """Make `kind` available to matrix files as `executor: <name>` (a name already taken
+    is replaced: the last registration wins)."""
+    _REGISTRY[kind.name] = kind
+
+
+def executor_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def executor_kind(name: str) -> ExecutorKind:
+    """The registered executor called `name` (KeyError if none is)."""
+    return _REGISTRY[name]
+
+
+def needs_image(stack: Stack) -> bool:
+    """Whether the stack's cells run in an image built for it."""
+    return executor_kind(stack.effective_executor).needs_image
 
 
 def execute(cell: Cell, run_root: Path, tool: ToolInfo, images: dict[str, ImageRef],
             node_id: str | None = None,
             on_start: Callable[[], None] | None = None) -> list[Record]:
-    """Run `cell` with its stack's executor; `images` maps stack names to built images.
-    `on_start` is called when the cell's own clock starts (its worker or container is up),
-    so that a dispatcher can hold the cell to its timeout from outside too."""
-    if cell.stack.effective_executor == "docker":
-        from orchestrator.executors import docker
+    """Run `cell` with its stack's executor; `images` maps stack names to built images."""
+    executor = executor_kind(cell.stack.effective_executor).load()
+    return executor.run_cell(cell, run_root, tool, images.get(cell.stack.name), node_id,
+                             on_start)
 
-        return docker.run_cell(cell, run_root, tool, images.get(cell.stack.name), node_id,
-                               on_start)
-    from orchestrator.executors import process
 
-    return process.run_cell(cell, run_root, tool, node_id=node_id, on_start=on_start)
+def remove_leftovers(run: str, names: list[str]) -> int:
+    """What killed sweeps of `run` left behind on this machine, removed by the executors
+    called `names`; how many things."""
+    return sum(executor_kind(name).load().remove_leftovers(run) for name in sorted(set(names)))
+
+
+def _builtin(module: str) -> Callable[[], Executor]:
+    def load() -> Executor:
+        executor: Executor = importlib.import_module(module).EXECUTOR
+        return executor
+    return load
+
+
+register_executor(ExecutorKind("process", needs_image=False,
+                               load=_builtin("orchestrator.executors.process")))
+register_executor(ExecutorKind("docker", needs_image=True,
+                               load=_builtin("orchestrator.executors.docker")))

@@ -265,3 +265,20 @@ def _provenance(image: ImageRef | None) -> dict[str, Any]:
         return {}
     return {"image_tag": image.tag, "image_id": image.image_id,
             "repo_digest": image.repo_digest}
+
+
+class DockerExecutor:
+    """The registered `docker` executor (orchestrator/executors/__init__.py)."""
+
+    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
+                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
+        return run_cell(cell, run_root, tool, image, node_id, on_start)
+
+    def remove_leftovers(self, run: str) -> int:
+        return remove_leftovers(run)
+
+    def stop_cell(self, cell: Cell) -> None:
+        remove_cell_container(cell)
+
+
+EXECUTOR = DockerExecutor()

@@ -17,12 +17,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.executors.environment import worker_environment
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.host import die_with_parent_setter
 from orchestrator.matrix import Cell
 from orchestrator.records import Record
+
+if TYPE_CHECKING:
+    from orchestrator.images import ImageRef
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
@@ -118,3 +122,20 @@ def _kill_group(process: subprocess.Popen) -> None:
             continue
         except ProcessLookupError:
             return
+
+
+class ProcessExecutor:
+    """The registered `process` executor (orchestrator/executors/__init__.py)."""
+
+    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
+                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
+        return run_cell(cell, run_root, tool, node_id=node_id, on_start=on_start)
+
+    def remove_leftovers(self, run: str) -> int:
+        return 0  # a worker's process group dies with its cell, or with the sweep
+
+    def stop_cell(self, cell: Cell) -> None:
+        """Nothing: the cell's executor, still running in its Ray worker, owns the group."""
+
+
+EXECUTOR = ProcessExecutor()
