@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.markdown import fmt, present
 from orchestrator.records import Flag
+from orchestrator.registry import device_param_columns
 from orchestrator.repeats import settled
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 NOISY_SPREAD = 0.10  # (max - min) / median of a configuration's throughput samples
 SCALING_COLUMNS = ("speedup_ratio", "parallel_efficiency_fraction")
-DEVICE_PARAMS = ("param.workers", "param.devices")  # parameters that set the device count
 
 
 def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:
@@ -126,10 +126,10 @@ def _worst_judgement(group: pd.DataFrame) -> str:
 
 
 def _devices(group: pd.DataFrame) -> int:
-    """The devices a configuration trains on: a workload's own count where it sets one
-    (nmt_dp's `workers`, keras_lstm's `devices`: CPU workers count too), else the GPUs
-    its worker saw."""
-    for column in DEVICE_PARAMS:
+    """The devices a configuration trains on: its workload's own count where it declares
+    one (`sets_devices`: nmt_dp's `workers`, keras_lstm's `devices`; CPU workers count
+    too), else the GPUs its worker saw."""
+    for column in device_param_columns(group["workload"].dropna().unique()):
         if column in group and (_median(group, column) or 0) > 0:
             return int(_median(group, column) or 0)
     return int(_median(group, "gpu_count") or 0)
@@ -144,8 +144,9 @@ def _first(group: pd.DataFrame, column: str) -> str | None:
 
 def twin_keys(summary: pd.DataFrame) -> list[str]:
     """What configurations that differ only in their device count share."""
+    devices = device_param_columns(summary["workload"].dropna().unique())
     return ["workload", "stack", "gpu_model", "instance_type",
-            *(c for c in summary.columns if c.startswith("param.") and c not in DEVICE_PARAMS)]
+            *(c for c in summary.columns if c.startswith("param.") and c not in devices)]
 
 
 def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:

@@ -14,8 +14,9 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis import DEVICE_PARAMS, config_labels, twin_keys
+from orchestrator.analysis import config_labels, twin_keys
 from orchestrator.markdown import MIB, fmt
+from orchestrator.registry import device_param_columns
 from orchestrator.results import atomic_write
 
 if TYPE_CHECKING:
@@ -100,7 +101,8 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     figure, axes = _figure(f"{workload}: scaling with GPUs", "GPUs", "speedup (x one GPU)")
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
-    params = [c for c in scaled.columns if c.startswith("param.") and c not in DEVICE_PARAMS]
+    devices = device_param_columns(scaled["workload"].dropna().unique())
+    params = [c for c in scaled.columns if c.startswith("param.") and c not in devices]
     for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):
         group = group.sort_values("devices")
         first = group.iloc[0]

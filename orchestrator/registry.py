@@ -8,6 +8,7 @@ its presets, the metrics it reports and a rough time per epoch for plans.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -43,6 +44,9 @@ class ParamDecl(BaseModel):
     max: float | None = None  # inclusive upper bound, where a larger value cannot make sense
     gpu_only: tuple[Scalar, ...] = ()  # values that need a GPU (e.g. precision fp16)
     stack_framework: bool = False  # the value names a framework the cell's stack must pin
+    # the value is the count of devices (GPUs or CPU workers) the workload trains on, 0 for
+    # the cell's GPUs: speedups compare configurations that differ only in it
+    sets_devices: bool = False
     # "when_not_default": hashed into config_id only when set otherwise (identity.py), for a
     # parameter added to a workload that already has results, so their ids do not move
     in_identity: Literal["always", "when_not_default"] = "always"
@@ -91,8 +95,15 @@ class WorkloadInfo(BaseModel):
     metrics: tuple[str, ...] = ()  # workload-specific measurement columns, units in their names
     estimate_s_per_epoch: dict[str, float] = Field(default_factory=dict)  # by preset, for plans
 
+    @property
+    def device_param(self) -> str | None:
+        """The parameter that sets the count of devices the workload trains on, if any."""
+        return next((name for name, decl in self.params.items() if decl.sets_devices), None)
+
     @model_validator(mode="after")
     def _presets_are_valid(self) -> WorkloadInfo:
+        if sum(decl.sets_devices for decl in self.params.values()) > 1:
+            raise ValueError("at most one parameter may set the device count (sets_devices)")
         for preset, values in self.presets.items():
             for key, value in values.items():
                 if key not in self.params:
@@ -114,6 +125,12 @@ class WorkloadInfo(BaseModel):
             resolved.update(self.presets.get(preset, {}))
         resolved.update(given)
         return dict(sorted(resolved.items()))
+
+
+def device_param_columns(workloads: Iterable[str]) -> tuple[str, ...]:
+    """`param.<name>` of each workload's device-count parameter (sets_devices)."""
+    names = {load_workload(w).device_param for w in set(workloads)}
+    return tuple(sorted(f"param.{name}" for name in names if name))
 
 
 def available_workloads() -> list[str]:

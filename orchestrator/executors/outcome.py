@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.analysis import DEVICE_PARAMS
 from orchestrator.matrix import Cell
 from orchestrator.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.records import (
@@ -252,9 +251,9 @@ def _oversubscribed(cell: Cell, provenance: ProvenanceRecord) -> str | None:
     """Why the cell's CPU workers outnumber the cores it had, or None: such workers share
     cores, so neither their time nor a speedup measured from it is what the workload
     would show on a machine that gave each its own."""
-    names = [column.removeprefix("param.") for column in DEVICE_PARAMS]
-    workers = next((int(cell.params[n]) for n in names if isinstance(cell.params.get(n), int)),
-                   0)
+    name = load_workload(cell.workload).device_param
+    value = cell.params.get(name) if name else None
+    workers = value if isinstance(value, int) and not isinstance(value, bool) else 0
     cores = provenance.cpu_count
     if cell.hardware.gpus or workers <= 1 or not cores or workers <= cores:
         return None
