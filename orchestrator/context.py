@@ -95,14 +95,17 @@ class Context:
         """1-based epoch numbers."""
         return iter(range(1, self.epochs + 1))
 
-    def start_epoch(self, warmup_steps: int) -> EpochMeter:
-        """The meter of one epoch (or timed round): resets the memory peaks, then times."""
-        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, probes=self._probes)
+    def start_epoch(self, warmup_steps: int, block_steps: int = 1) -> EpochMeter:
+        """The meter of one epoch (or timed round): resets the probes, synchronises and reads
+        the clock (the start of `epoch_s`), then times; `block_steps` > 1 times the timed
+        steps in synchronised blocks of that many (EpochMeter: block timing)."""
+        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, probes=self._probes,
+                          block_steps=block_steps)
 
-    def timer(self, warmup_steps: int) -> EpochMeter:
+    def timer(self, warmup_steps: int, block_steps: int = 1) -> EpochMeter:
         """A meter for a second timed region inside an epoch (e.g. forward-only passes):
-        the same device synchronisation, no memory probes (the epoch's meter has them)."""
-        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync)
+        the same device synchronisation, no probes (the epoch's meter has them)."""
+        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, block_steps=block_steps)
 
     def end_epoch(self, epoch: int, meter: EpochMeter, **metrics: float) -> dict[str, Any]:
         """Append the epoch's measurement record, with workload metrics named with units."""

@@ -1,15 +1,16 @@
 """NVML sampler: GPU utilisation, power, SM clock, temperature, throttling, energy and memory
-in a background thread at about 10 Hz, summarised per epoch.
+in a background thread at about 10 Hz, summarised per epoch over its timed steps.
 
 Readings enter through one seam, a function that returns a `Reading` (`nvml_reader` makes the
 real one), so the thread and the aggregation are tested on CPU with recorded readings and the
 real calls run on a GPU machine. `NvmlProbe` fits the meter's probe interface: reset() opens
-an epoch's window, read() summarises it. Imported by the worker only for cells with GPUs.
+an epoch, read(timed_windows) summarises the readings inside the meter's timed windows.
+Readings are stamped with `time.perf_counter()`, the meter's clock, so the two compare.
+Imported by the worker only for cells with GPUs.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
@@ -33,7 +34,7 @@ class Reading(NamedTuple):
     """One sample over all the cell's GPUs (sums of power, energy and memory; means and
     maxima of the rest)."""
 
-    t: float  # time.monotonic() of the sample
+    t: float  # time.perf_counter() of the sample: the EpochMeter's clock
     util_pct: float  # mean GPU utilisation
     power_w: float  # total board power
     sm_clock_mhz: float  # mean SM clock
@@ -44,32 +45,60 @@ class Reading(NamedTuple):
 
 
 Reader = Callable[[], Reading]
+Window = tuple[float, float]  # (start, end) of a run of timed steps, as EpochMeter's
 
 
-def summarise(readings: Sequence[Reading]) -> dict[str, float | int | str]:
-    """An epoch's measurement fields from its readings (empty dict without readings)."""
+def summarise(readings: Sequence[Reading], windows: Sequence[Window] = ()
+              ) -> dict[str, float | int | str]:
+    """An epoch's measurement fields from its readings (empty dict without readings).
+
+    Utilisation, power, SM clock, maximum temperature and throttle reasons are those of the
+    readings inside the timed windows (bounds included), so warm-up (compilation) and
+    evaluation do not move them. Energy is summed over the windows: each window's average
+    power x its length, the average from the energy counter's rise between the window's
+    first and last readings where the counter exists and the window holds two readings or
+    more, else the mean of its sampled power; a window holding no reading takes the mean
+    power of the timed readings. `nvml_used_peak_bytes` is the peak over the whole epoch.
+    Without windows the epoch counts as one window from its first reading to its last.
+    Where no reading falls inside any window (timed steps shorter than a sample interval),
+    the epoch's readings stand in for the timed ones: today's epoch-wide averages, and the
+    epoch's average power x the windows' length for the energy.
+    """
     if not readings:
         return {}
-    count = len(readings)
+    spans = list(windows) or [(readings[0].t, readings[-1].t)]
+    groups = [[r for r in readings if start <= r.t <= end] for start, end in spans]
+    timed = [r for group in groups for r in group]
+    if timed:
+        fill_w = sum(r.power_w for r in timed) / len(timed)
+    else:  # no sample inside the windows: the epoch's readings stand in
+        timed, fill_w = list(readings), _mean_power_w(readings)
+    count = len(timed)
     fields: dict[str, float | int | str] = {
-        "gpu_util_mean_pct": sum(r.util_pct for r in readings) / count,
-        "gpu_power_mean_w": sum(r.power_w for r in readings) / count,
-        "gpu_sm_clock_mean_mhz": sum(r.sm_clock_mhz for r in readings) / count,
-        "gpu_temp_max_c": max(r.temperature_c for r in readings),
+        "gpu_util_mean_pct": sum(r.util_pct for r in timed) / count,
+        "gpu_power_mean_w": sum(r.power_w for r in timed) / count,
+        "gpu_sm_clock_mean_mhz": sum(r.sm_clock_mhz for r in timed) / count,
+        "gpu_temp_max_c": max(r.temperature_c for r in timed),
         "nvml_used_peak_bytes": max(r.mem_used_bytes for r in readings),
     }
-    first, last = readings[0], readings[-1]
-    if first.energy_mj is not None and last.energy_mj is not None and count > 1:
-        fields["gpu_energy_j"] = (last.energy_mj - first.energy_mj) / 1000
-    elif count > 1:  # no counter: integrate power over the samples (trapezoids)
-        fields["gpu_energy_j"] = sum((b.t - a.t) * (a.power_w + b.power_w) / 2
-                                     for a, b in itertools.pairwise(readings))
+    if sum(end - start for start, end in spans) > 0:
+        fields["gpu_energy_j"] = sum((end - start) * (_mean_power_w(group) if group else fill_w)
+                                     for (start, end), group in zip(spans, groups, strict=True))
     mask = 0
-    for reading in readings:
+    for reading in timed:
         mask |= reading.throttle_mask
     fields["throttle_reasons"] = ",".join(name for bit, name in THROTTLE_REASONS.items()
                                           if mask & bit)
     return fields
+
+
+def _mean_power_w(readings: Sequence[Reading]) -> float:
+    """Average power over the readings' span: from the energy counter where it exists and
+    the span is not empty, else the mean of the sampled power."""
+    first, last = readings[0], readings[-1]
+    if first.energy_mj is not None and last.energy_mj is not None and last.t > first.t:
+        return (last.energy_mj - first.energy_mj) / 1000 / (last.t - first.t)
+    return sum(r.power_w for r in readings) / len(readings)
 
 
 class Sampler:
@@ -99,7 +128,7 @@ class Sampler:
         return reading
 
     def since(self, start: float) -> list[Reading]:
-        """The readings taken at or after monotonic time `start`."""
+        """The readings taken at or after time `start` (the Reader's clock)."""
         with self._lock:
             return [r for r in self._readings if r.t >= start]
 
@@ -109,9 +138,14 @@ class Sampler:
 
 
 class NvmlProbe:
-    """Per-epoch summary of a Sampler, through the meter's probe interface."""
+    """Per-epoch summary of a Sampler, through the meter's probe interface.
 
-    def __init__(self, sampler: Sampler, clock: Callable[[], float] = time.monotonic) -> None:
+    `clock` must be the meter's clock and the Reader's timestamps too (time.perf_counter by
+    default, as nvml_reader stamps them): the meter's timed windows select readings by time.
+    """
+
+    def __init__(self, sampler: Sampler,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.sampler = sampler
         self.clock = clock
         self._start = clock()
@@ -120,9 +154,11 @@ class NvmlProbe:
         self._start = self.clock()
         self.sampler.read_now()  # the epoch's first reading, for the energy counter
 
-    def read(self) -> dict[str, float | int | str]:
+    def read(self, timed_windows: Sequence[Window] = ()) -> dict[str, float | int | str]:
+        """The epoch's fields over its timed windows (`summarise`); without windows, over
+        the whole epoch."""
         self.sampler.read_now()  # so an epoch shorter than the interval is not empty
-        return summarise(self.sampler.since(self._start))
+        return summarise(self.sampler.since(self._start), timed_windows)
 
 
 def visible_gpu_ids() -> list[str]:
@@ -157,7 +193,7 @@ def nvml_reader(gpu_ids: Sequence[str]) -> Reader:
         for handle in handles:
             mask |= pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
         return Reading(
-            t=time.monotonic(),
+            t=time.perf_counter(),
             util_pct=sum(utils) / len(utils),
             power_w=sum(pynvml.nvmlDeviceGetPowerUsage(h) for h in handles) / 1000,
             sm_clock_mhz=sum(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)

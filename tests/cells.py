@@ -21,8 +21,10 @@ PROJECT = Path(__file__).resolve().parents[1]
 
 def make_cell(workload: str, params: dict[str, Any], epochs: int,
               gpus: int = 0) -> dict[str, Any]:
-    """The cell file's content (orchestrator.matrix.Cell as JSON) for `workload`."""
+    """The cell file's content (orchestrator.matrix.Cell as JSON) for `workload`, its
+    parameters resolved as the matrix resolves them (declared defaults filled in)."""
     info = load_workload(workload)
+    params = info.resolve(params)
     hardware = Hardware(name="laptop", kind="local", gpus=gpus)
     stack = Stack(name="here", executor="process")
     config_id = config_id_of(hardware, stack, workload, info.version, params, epochs)

@@ -4,6 +4,7 @@ implementations computing one function, and measured rounds."""
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,7 +172,38 @@ def test_tiny_rounds_are_measured_with_every_declared_column(tmp_path: Path, imp
         assert record["flops_per_item"] == flops_per_item(params)
         assert record["host_rss_peak_bytes"] > 0
         assert "mem_alloc_peak_bytes" not in record  # no CUDA probe on the CPU
+        assert "timing_block_steps" not in record  # a step per synchronisation on the CPU
+        assert record["epoch_s"] >= record["warmup_s"] + record["train_s"]
         MeasurementRecord(**record, run="test", cell_id="c", config_id="k", repeat=1)
+
+
+def test_steps_are_timed_in_blocks_on_a_gpu_and_one_by_one_on_the_cpu() -> None:
+    assert workload.timing_block_steps(torch.device("cuda")) == workload.TIMING_BLOCK_STEPS
+    assert workload.timing_block_steps(torch.device("cuda", 0)) > 1
+    assert workload.timing_block_steps(CPU) == 1
+
+
+def test_a_round_timed_in_blocks_closes_its_last_block_before_the_forward_passes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's block path, driven on the CPU: 10 timed steps in blocks of 4 (the last one
+    partial), then forward passes slowed to 0.1 s each that must stay out of train_s."""
+    monkeypatch.setattr(workload, "timing_block_steps", lambda device: 4)
+    forward = workload.Bench.forward
+
+    def slow_forward(self: workload.Bench) -> torch.Tensor:
+        time.sleep(0.1)
+        return forward(self)
+
+    monkeypatch.setattr(workload.Bench, "forward", slow_forward)
+    params = tiny()
+    [record] = run_cell(tmp_path, params, epochs=1)
+    assert record["timing_block_steps"] == 4
+    assert record["steps"] == 10 and record["items"] == 10 * params["batch_size"]
+    slowed_s = (params["warmup_steps"] + params["timed_steps"]) * 0.1  # the forward passes'
+    assert record["train_s"] < slowed_s, "the forward passes ran into the last training block"
+    assert record["us_per_example_fwd"] > 0.1 / params["batch_size"] * 1e6
+    assert record["epoch_s"] >= record["warmup_s"] + record["train_s"]
+    MeasurementRecord(**record, run="test", cell_id="c", config_id="k", repeat=1)
 
 
 def test_compiled_needs_warmup_for_its_compilation(tmp_path: Path) -> None:

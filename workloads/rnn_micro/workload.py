@@ -7,7 +7,7 @@ function: `fused` (nn.LSTM: cuDNN on a GPU), `unfused` (a Python loop of nn.LSTM
 and `compiled` (that loop under torch.compile; `unsupported` where torch.compile cannot run,
 never another path under its label). A round times `timed_steps` training iterations, then
 as many forward-only passes, each after `warmup_steps` untimed ones (where compilation
-happens).
+happens). On a GPU the timed steps are timed in synchronised blocks (`timing_block_steps`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,19 @@ from workloads.torch_common import (
 
 Net = Callable[[torch.Tensor], torch.Tensor]
 COMPILED_MIN_WARMUP = 2  # compile on the first call, specialise on the second (TorchScript)
+# Timed steps per synchronised block on a GPU (EpochMeter: block timing). A synchronisation
+# drains the queue and the next step's first kernel then waits a launch latency: an estimated
+# 10 to 20 µs per sync (not yet measured here), as much as a whole step of the smallest
+# cells. Once per 10 steps it is a few percent of a block even at tens of µs a step (and
+# nothing at the large cells), while the default round of 50 timed steps still makes 5
+# blocks for the median and p90 (blocks of 50 would leave one).
+TIMING_BLOCK_STEPS = 10
+
+
+def timing_block_steps(device: torch.device) -> int:
+    """Steps per synchronised block: TIMING_BLOCK_STEPS on a GPU, where a synchronisation
+    per step would serialise host and device; 1 on the CPU, where syncing costs nothing."""
+    return TIMING_BLOCK_STEPS if device.type == "cuda" else 1
 
 
 class Fused(nn.Module):
@@ -171,16 +184,21 @@ def run(ctx: Context) -> None:
     ctx.precision_switches.update(precision_switches(bench.precision, device))
     print(f"rnn_micro: rnn_impl={p['rnn_impl']} runs as {bench.how}", flush=True)
 
+    block = timing_block_steps(device)
     for round_ in ctx.epoch_range():
-        meter = ctx.start_epoch(warmup)
+        meter = ctx.start_epoch(warmup, block_steps=block)
         for _ in range(warmup + timed):
             with meter.step(items=batch):
                 bench.train_step()
-        fwd = ctx.timer(warmup)
+        # Taken before the forward passes: it closes the last (partial) block of training
+        # steps, which would otherwise run on to the summary; the round's record (epoch_s,
+        # memory peaks, NVML) is thus its training part.
+        train = meter.summary()
+        fwd = ctx.timer(warmup, block_steps=block)
         for _ in range(warmup + timed):
             with fwd.step(items=batch):
                 bench.forward()
-        train, forward = meter.summary(), fwd.summary()
+        forward = fwd.summary()
         print(f"rnn_micro: round {round_} warm-up {train['warmup_s']:.2f} s training, "
               f"{forward['warmup_s']:.2f} s forward-only", flush=True)
         # Per example from the same totals as items/s (docs/results-schema.md), so the two
