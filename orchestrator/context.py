@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from orchestrator.cell_file import CellFile
 from orchestrator.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
 
 
@@ -39,8 +40,8 @@ class RecordWriter:
 class Context:
     """The running cell as a workload sees it."""
 
-    def __init__(self, cell: dict[str, Any], writer: RecordWriter) -> None:
-        self.cell = cell  # the cell file's content (orchestrator.matrix.Cell as JSON)
+    def __init__(self, cell: CellFile, writer: RecordWriter) -> None:
+        self.cell = cell  # the cell file (cell_file.py): ids, repeat, hardware, stack, limits
         self.writer = writer
         self.framework: str | None = None  # set by the workload through use_framework()
         self.framework_version: str | None = None
@@ -53,15 +54,27 @@ class Context:
 
     @property
     def params(self) -> dict[str, Any]:
-        return self.cell["params"]
+        """The resolved parameters, each of the type `defaults.yaml` declares."""
+        return self.cell.params
 
     @property
     def epochs(self) -> int:
-        return int(self.cell["epochs"])
+        return self.cell.epochs
+
+    @property
+    def repeat(self) -> int:
+        """The 1-based repeat of the cell's configuration (a seed may follow it)."""
+        return self.cell.repeat
 
     @property
     def gpus(self) -> int:
-        return int(self.cell["hardware"]["gpus"])
+        """The GPUs the cell's hardware gives it (0: CPU only)."""
+        return self.cell.hardware.gpus
+
+    @property
+    def memory_limit_mb(self) -> int | None:
+        """The hard memory limit the cell runs under, if the matrix set one."""
+        return self.cell.memory_limit_mb
 
     @property
     def device(self) -> str:
@@ -112,7 +125,7 @@ class Context:
         record: dict[str, Any] = {
             "record": "measurement",
             "epoch": epoch,
-            "item_unit": self.cell["item_unit"],
+            "item_unit": self.cell.item_unit,
             **meter.summary(),
             **metrics,
         }
@@ -124,7 +137,7 @@ class Context:
 
     def flops_per_item(self) -> float | None:
         """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
-        return model_flops_per_item(self.cell["workload"], self.params)
+        return model_flops_per_item(self.cell.workload, self.params)
 
 
 def model_flops_per_item(workload: str, params: dict[str, Any]) -> float | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -38,7 +38,7 @@ class MemoryProbe(Protocol):
     """
 
     def reset(self) -> None: ...
-    def read(self, timed_windows: Sequence[Window] = ()) -> dict[str, float | int | str]: ...
+    def read(self, timed_windows: Sequence[Window] = ()) -> Mapping[str, float | int | str]: ...
 
 
 class HostRssProbe:

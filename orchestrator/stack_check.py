@@ -10,7 +10,10 @@ which is imported to read the CUDA and cuDNN it was built with, and only when th
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.cell_file import CellStack
 
 FRAMEWORK_DISTRIBUTIONS = {
     "torch": ("torch",),
@@ -19,30 +22,31 @@ FRAMEWORK_DISTRIBUTIONS = {
 }
 
 
-def stack_mismatch(stack: dict[str, Any]) -> str | None:
+def stack_mismatch(stack: CellStack) -> str | None:
     """Why this environment is not `stack` (the cell file's stack), or None."""
-    name = stack["name"]
+    name = stack.name
     here = ".".join(str(part) for part in sys.version_info[:3])
-    if stack.get("python") and not version_matches(stack["python"], here):
-        return f"stack {name} declares Python {stack['python']}, this environment has {here}"
-    framework = stack.get("framework")
+    if stack.python and not version_matches(stack.python, here):
+        return f"stack {name} declares Python {stack.python}, this environment has {here}"
+    framework = stack.framework
     if not framework:
         return None
-    if stack.get("framework_version"):
+    if stack.framework_version:
         installed = installed_version(framework)
         if installed is None:
-            return (f"stack {name} declares {framework} {stack['framework_version']}, "
+            return (f"stack {name} declares {framework} {stack.framework_version}, "
                     "which is not installed here")
-        if not version_matches(stack["framework_version"], installed):
-            return (f"stack {name} declares {framework} {stack['framework_version']}, "
+        if not version_matches(stack.framework_version, installed):
+            return (f"stack {name} declares {framework} {stack.framework_version}, "
                     f"this environment has {installed}")
     for library in ("cuda", "cudnn"):
-        if stack.get(library):
+        declared = getattr(stack, library)
+        if declared:
             built = built_with(framework).get(library)
-            if built is None or not version_matches(stack[library], built):
+            if built is None or not version_matches(declared, built):
                 have = f"{framework} built with {library} {built}" if built else \
                     f"{framework} built without {library}"
-                return f"stack {name} declares {library} {stack[library]}, this environment " \
+                return f"stack {name} declares {library} {declared}, this environment " \
                        f"has {have}"
     return None
 

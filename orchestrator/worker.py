@@ -10,13 +10,13 @@ appends an `error` record and exits 1, so the executor can tell `failed` from `o
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import time
 import traceback
 from typing import Any
 
+from orchestrator.cell_file import FailureKind, read_cell_file
 from orchestrator.context import Context, RecordWriter, Unsupported
 from orchestrator.host import cpu_model, hostname, python_version
 from orchestrator.measure import FRAMEWORK_ENV
@@ -33,18 +33,18 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m orchestrator.worker CELL_FILE OUT_FILE", file=sys.stderr)
         return 2
-    with open(argv[0], encoding="utf-8") as handle:
-        cell = json.load(handle)
     writer = RecordWriter(argv[1])
     os.environ.update(FRAMEWORK_ENV)  # before the workload imports its framework
-    ctx = Context(cell=cell, writer=writer)
     start = time.perf_counter()
     code = 0
+    ctx: Context | None = None
     try:
-        mismatch = stack_mismatch(cell["stack"])
+        cell = read_cell_file(argv[0])
+        ctx = Context(cell=cell, writer=writer)
+        mismatch = stack_mismatch(cell.stack)
         if mismatch:
             raise StackMismatch(mismatch)
-        module = importlib.import_module(f"workloads.{cell['workload']}.workload")
+        module = importlib.import_module(f"workloads.{cell.workload}.workload")
         module.run(ctx)
     except BaseException as exc:  # every failure becomes a record
         traceback.print_exc()
@@ -60,23 +60,28 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
     message = str(exc)
     oom = isinstance(exc, MemoryError) or name == "OutOfMemoryError" or (
         "out of memory" in message.lower() and "cuda" in message.lower())
-    kind = ("unsupported" if isinstance(exc, Unsupported) else
-            "stack_mismatch" if isinstance(exc, StackMismatch) else "oom" if oom else "failed")
-    return {"record": "error", "kind": kind, "type": name, "message": message[:2000]}
+    kind = (FailureKind.UNSUPPORTED if isinstance(exc, Unsupported) else
+            FailureKind.STACK_MISMATCH if isinstance(exc, StackMismatch) else
+            FailureKind.OOM if oom else FailureKind.FAILED)
+    return {"record": "error", "kind": kind.value, "type": name, "message": message[:2000]}
 
 
-def _provenance(ctx: Context) -> dict[str, Any]:
+def _provenance(ctx: Context | None) -> dict[str, Any]:
+    """Where the cell ran; what the workload declared, where it got that far."""
     record: dict[str, Any] = {
         "record": "provenance",
         "python": python_version(),
         "hostname": hostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "framework": ctx.framework,
-        "framework_version": ctx.framework_version,
-        "data_sha256": ctx.data_files,
-        "precision_switches": {str(k): str(v) for k, v in ctx.precision_switches.items()},
     }
+    if ctx is not None:
+        record |= {
+            "framework": ctx.framework,
+            "framework_version": ctx.framework_version,
+            "data_sha256": ctx.data_files,
+            "precision_switches": {str(k): str(v) for k, v in ctx.precision_switches.items()},
+        }
     torch = sys.modules.get("torch")  # only if the workload imported it
     if torch is not None:
         record["cuda"] = torch.version.cuda

@@ -11,18 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from orchestrator.cell_file import CellFile, cell_file_content
 from orchestrator.context import Context, RecordWriter
-from orchestrator.matrix import Cell, cell_id_of, config_id_of
+from orchestrator.identity import cell_id_of, config_id_of
+from orchestrator.matrix import Cell
 from orchestrator.registry import load_workload
 from orchestrator.spec import Hardware, Stack
 
 PROJECT = Path(__file__).resolve().parents[1]
 
 
-def make_cell(workload: str, params: dict[str, Any], epochs: int,
-              gpus: int = 0) -> dict[str, Any]:
-    """The cell file's content (orchestrator.matrix.Cell as JSON) for `workload`, its
-    parameters resolved as the matrix resolves them (declared defaults filled in)."""
+def make_cell_model(workload: str, params: dict[str, Any], epochs: int,
+                    gpus: int = 0) -> Cell:
+    """The driver's Cell for `workload`, its parameters resolved as the matrix resolves them
+    (declared defaults filled in)."""
     info = load_workload(workload)
     params = info.resolve(params)
     hardware = Hardware(name="laptop", kind="local", gpus=gpus)
@@ -31,7 +33,18 @@ def make_cell(workload: str, params: dict[str, Any], epochs: int,
     return Cell(run="test", hardware=hardware, stack=stack, workload=workload,
                 workload_version=info.version, item_unit=info.item_unit, params=params,
                 epochs=epochs, repeat=1, timeout_s=info.timeout_s, memory_limit_mb=None,
-                config_id=config_id, cell_id=cell_id_of(config_id, 1)).model_dump(mode="json")
+                config_id=config_id, cell_id=cell_id_of(config_id, 1))
+
+
+def make_cell(workload: str, params: dict[str, Any], epochs: int,
+              gpus: int = 0) -> dict[str, Any]:
+    """The cell file's content (cell_file.py) for `workload`, as the executor writes it."""
+    return cell_file_content(make_cell_model(workload, params, epochs, gpus))
+
+
+def context_for(cell: dict[str, Any], out: Path) -> Context:
+    """The Context a workload gets in the worker, for the cell file content `cell`."""
+    return Context(cell=CellFile.from_dict(cell), writer=RecordWriter(str(out)))
 
 
 def run_workload(tmp_path: Path, workload: str, params: dict[str, Any], epochs: int,
@@ -39,7 +52,7 @@ def run_workload(tmp_path: Path, workload: str, params: dict[str, Any], epochs: 
     """Run the workload's `run(ctx)` here and return the records it wrote."""
     module = importlib.import_module(f"workloads.{workload}.workload")
     out = tmp_path / "out.jsonl"
-    ctx = Context(cell=make_cell(workload, params, epochs, gpus), writer=RecordWriter(str(out)))
+    ctx = context_for(make_cell(workload, params, epochs, gpus), out)
     module.run(ctx)
     assert ctx.framework == "torch"
     return [json.loads(line) for line in out.read_text().splitlines()]

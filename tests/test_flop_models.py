@@ -135,8 +135,7 @@ def test_keras_lstm_model_counts_tensorflows_train_step(monkeypatch: pytest.Monk
     if keras.backend.backend() != "tensorflow":
         pytest.skip(f"keras was imported here with the {keras.backend.backend()} backend")
     tf_ops = pytest.importorskip("tensorflow.python.framework.ops")  # get_stats_for_node_def
-    from orchestrator.context import Context, RecordWriter
-    from tests.cells import make_cell
+    from tests.cells import context_for, make_cell
     from workloads.keras_lstm import workload
     from workloads.keras_lstm.flops import flops_per_item, symbols
 
@@ -148,7 +147,7 @@ def test_keras_lstm_model_counts_tensorflows_train_step(monkeypatch: pytest.Monk
         caught.update(model=model, x=x, y=y)
 
     monkeypatch.setattr(keras.Model, "fit", fit)
-    workload.run(Context(make_cell("keras_lstm", p, 1), RecordWriter(str(tmp_path / "out"))))
+    workload.run(context_for(make_cell("keras_lstm", p, 1), tmp_path / "out"))
     model, x, y = caught["model"], caught["x"], caught["y"]
     assert x.shape[2] == y.shape[1] == symbols(p) == 46
 
@@ -166,13 +165,12 @@ def test_keras_lstm_model_counts_tensorflows_train_step(monkeypatch: pytest.Monk
 def test_keras_lstm_reads_the_text_the_workload_trains_on(dataset: str,
                                                          monkeypatch: pytest.MonkeyPatch,
                                                          tmp_path: Path) -> None:
-    from orchestrator.context import Context, RecordWriter
-    from tests.cells import make_cell
+    from tests.cells import context_for, make_cell
     from workloads.keras_lstm import workload
     from workloads.keras_lstm.flops import SYMBOLS, prepared_text, symbols
 
     monkeypatch.setenv("MATRIX_BENCH_DATA", str(SHARED_DATA))
-    ctx = Context(make_cell("keras_lstm", {}, 1), RecordWriter(str(tmp_path / "out")))
+    ctx = context_for(make_cell("keras_lstm", {}, 1), tmp_path / "out")
     text = workload.nietzsche_text(ctx) if dataset == "nietzsche" else workload.wikitext_text(ctx)
     assert prepared_text(dataset) == text
     assert symbols({"dataset": dataset, "max_chars": 0}) == SYMBOLS[dataset] == len(set(text))

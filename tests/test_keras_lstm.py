@@ -44,12 +44,11 @@ def test_the_data_are_prepared_as_the_seed_prepared_nietzsche():
 
 
 def test_wikitext2_characters_keep_only_the_seeds_tokens(tmp_path, monkeypatch):
-    from orchestrator.context import Context, RecordWriter
-    from tests.cells import make_cell
+    from tests.cells import context_for, make_cell
     from workloads.keras_lstm.workload import wikitext_text
 
     monkeypatch.setenv("MATRIX_BENCH_DATA", str(SHARED_DATA))
-    ctx = Context(make_cell("keras_lstm", {}, 1), RecordWriter(str(tmp_path / "out")))
+    ctx = context_for(make_cell("keras_lstm", {}, 1), tmp_path / "out")
     text = wikitext_text(ctx)
     assert set(text) <= set("abcdefghijklmnopqrstuvwxyz0123456789 ")
     assert text.startswith("valkyria chronicles iii")

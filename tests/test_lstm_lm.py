@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.context import Context, RecordWriter, Unsupported
+from orchestrator.context import Unsupported
 from orchestrator.datasets import FILES
 from orchestrator.registry import load_workload
 from tests import cells
@@ -143,7 +143,7 @@ def test_gpu_only_precision_is_unsupported_on_the_cpu(tmp_path: Path) -> None:
 def test_more_than_one_gpu_is_unsupported(tmp_path: Path) -> None:
     from workloads.lstm_lm import workload
 
-    ctx = Context(cell=make_cell(tiny(), epochs=1, gpus=2), writer=RecordWriter(tmp_path / "o"))
+    ctx = cells.context_for(make_cell(tiny(), epochs=1, gpus=2), tmp_path / "o")
     with pytest.raises(Unsupported, match="gpus=2"):
         workload.run(ctx)
 

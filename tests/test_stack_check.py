@@ -6,6 +6,7 @@ import sys
 
 import torch
 
+from orchestrator.cell_file import CellStack
 from orchestrator.stack_check import cudnn_version_string, stack_mismatch, version_matches
 
 
@@ -25,8 +26,8 @@ def test_cudnn_integers_of_both_numbering_schemes():
 def test_this_environment_matches_what_it_has():
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     torch_version = torch.__version__.split("+")[0]
-    assert stack_mismatch({"name": "here", "python": here, "framework": "torch",
-                           "framework_version": torch_version}) is None
+    assert stack_mismatch(CellStack(name="here", python=here, framework="torch",
+                                    framework_version=torch_version)) is None
 
 
 def test_a_cuda_pin_torch_was_not_built_with_is_a_mismatch_naming_both():
@@ -34,13 +35,13 @@ def test_a_cuda_pin_torch_was_not_built_with_is_a_mismatch_naming_both():
     # machines), pin a CUDA it was not built with and expect both named.
     built = torch.version.cuda
     pin = "11.0" if built and not built.startswith("11.0") else "12.1"
-    why = stack_mismatch({"name": "pinned", "framework": "torch", "cuda": pin})
+    why = stack_mismatch(CellStack(name="pinned", framework="torch", cuda=pin))
     have = f"torch built with cuda {built}" if built else "torch built without cuda"
     assert why == f"stack pinned declares cuda {pin}, this environment has {have}"
     if built:  # and the CUDA it was built with is no mismatch
-        assert stack_mismatch({"name": "same", "framework": "torch", "cuda": built}) is None
+        assert stack_mismatch(CellStack(name="same", framework="torch", cuda=built)) is None
 
 
 def test_tensorflow_build_info_is_read_for_its_cuda_pin():
-    why = stack_mismatch({"name": "tf-gpu", "framework": "tensorflow", "cuda": "12.3"})
+    why = stack_mismatch(CellStack(name="tf-gpu", framework="tensorflow", cuda="12.3"))
     assert why is not None and "tensorflow built without cuda" in why

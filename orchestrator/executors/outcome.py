@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.cell_file import FailureKind, cell_file_content
 from orchestrator.matrix import Cell
 from orchestrator.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.records import (
@@ -29,6 +30,9 @@ from orchestrator.records import (
 from orchestrator.registry import load_workload
 
 LOG_TAIL_LINES = 40
+FAILURE_STATUS = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
+                  FailureKind.UNSUPPORTED: Status.UNSUPPORTED,
+                  FailureKind.STACK_MISMATCH: Status.STACK_MISMATCH}
 LOG_TAIL_CHARS = 4000
 OOM_EVIDENCE = ("MemoryError", "CUDA out of memory", "OutOfMemoryError", "RESOURCE_EXHAUSTED")
 
@@ -63,7 +67,7 @@ class CellFiles:
                     started_at=datetime.now(UTC).isoformat(timespec="seconds"))
         for folder in (files.cell.parent, files.log.parent):
             folder.mkdir(parents=True, exist_ok=True)
-        files.cell.write_text(cell.model_dump_json(indent=2))
+        files.cell.write_text(json.dumps(cell_file_content(cell), indent=2))
         files.out.unlink(missing_ok=True)
         return files
 
@@ -208,10 +212,10 @@ def _classify(cell: Cell, exit: WorkerExit, error: dict[str, Any] | None, log_ta
         return Status.OOM, "killed by the container engine for exceeding its memory limit"
     if error is not None:
         message = f"{error.get('type')}: {error.get('message')}"
-        if error.get("kind") == "stack_mismatch":
+        kind = error.get("kind")
+        if kind == FailureKind.STACK_MISMATCH:
             return Status.STACK_MISMATCH, str(error.get("message"))
-        return {"oom": Status.OOM, "unsupported": Status.UNSUPPORTED}.get(
-            error.get("kind"), Status.FAILED), message
+        return FAILURE_STATUS.get(kind, Status.FAILED), message
     if exit.returncode != 0:
         if any(evidence in log_tail for evidence in OOM_EVIDENCE):
             return Status.OOM, f"out of memory (exit status {exit.returncode}, see log)"

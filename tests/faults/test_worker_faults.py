@@ -106,12 +106,10 @@ def test_a_memory_limit_without_evidence_is_not_called_oom(matrix_file, tmp_path
 
 def test_a_worker_sees_exactly_its_cells_gpus(monkeypatch):
     from orchestrator.executors.process import _worker_env
-    from orchestrator.matrix import Cell
-    from tests.cells import make_cell
+    from tests.cells import make_cell_model
 
     def env_for(gpus: int) -> str:
-        return _worker_env(Cell.model_validate(make_cell("sleep", {}, 1, gpus=gpus)))[
-            "CUDA_VISIBLE_DEVICES"]
+        return _worker_env(make_cell_model("sleep", {}, 1, gpus=gpus))["CUDA_VISIBLE_DEVICES"]
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert (env_for(0), env_for(1), env_for(2)) == ("", "0", "0,1")  # a --no-ray run

@@ -93,16 +93,16 @@ def synthetic(samples: int, maxlen: int, features: int, seed: int) -> tuple[Any,
 def training_data(ctx: Context) -> tuple[Any, Any]:
     p = ctx.params
     if p["dataset"] == "synthetic":
-        return synthetic(int(p["samples"]), int(p["maxlen"]), int(p["features"]), int(p["seed"]))
+        return synthetic(p["samples"], p["maxlen"], p["features"], p["seed"])
     text = nietzsche_text(ctx) if p["dataset"] == "nietzsche" else wikitext_text(ctx)
-    if int(p["max_chars"]):
-        text = text[: int(p["max_chars"])]
-    windows = char_windows(text, int(p["maxlen"]), int(p["step"]))
+    if p["max_chars"]:
+        text = text[: p["max_chars"]]
+    windows = char_windows(text, p["maxlen"], p["step"])
     return windows.x, windows.y
 
 
 def device_count(ctx: Context) -> int:
-    return int(ctx.params["devices"]) or max(ctx.gpus, 1)
+    return ctx.params["devices"] or max(ctx.gpus, 1)
 
 
 def prepare_backend(backend: str, devices: int, on_gpu: bool) -> None:
@@ -115,12 +115,12 @@ def prepare_backend(backend: str, devices: int, on_gpu: bool) -> None:
 
 def run(ctx: Context) -> None:
     p = ctx.params
-    backend = str(p["backend"])
+    backend = p["backend"]
     devices = device_count(ctx)
     if backend == "torch" and devices > 1:
         raise Unsupported("keras_lstm on the torch backend trains on one device; Keras 3 has "
                           f"no data parallelism for torch (devices={devices})")
-    precision = str(p["precision"])
+    precision = p["precision"]
     if ctx.gpus == 0 and precision in GPU_ONLY_PRECISIONS:
         raise Unsupported(f"precision {precision} needs a GPU")
     prepare_backend(backend, devices, on_gpu=ctx.gpus > 0)
@@ -133,15 +133,15 @@ def run(ctx: Context) -> None:
     scope, replicas = _distribution(backend, devices, ctx.gpus > 0)  # before any op runs
     set_precision(keras, backend, precision, on_gpu=ctx.gpus > 0)
     ctx.precision_switches.update(precision_switches(keras, backend))
-    require_compute_dtype(keras, precision, int(p["hidden"]), bool(p["unroll"]),
+    require_compute_dtype(keras, precision, p["hidden"], p["unroll"],
                           where=f"the {backend} backend on this {'GPU' if ctx.gpus else 'CPU'}")
-    keras.utils.set_random_seed(int(p["seed"]))  # after the check: it drew weights
+    keras.utils.set_random_seed(p["seed"])  # after the check: it drew weights
     sync, probes = _harness(backend, ctx.gpus > 0, replicas)
     ctx.use_framework(backend, framework.__version__, sync=sync, probes=probes)
     x, y = training_data(ctx)
     # Whole batches only: a last, smaller batch has a new shape, which JAX and TensorFlow
     # compile anew inside the epoch, and that compilation would be timed as training.
-    whole = len(x) - len(x) % int(p["batch_size"])
+    whole = len(x) - len(x) % p["batch_size"]
     if whole == 0:
         raise ValueError(f"{len(x)} samples make no batch of {p['batch_size']}")
     x, y = x[:whole], y[:whole]
@@ -150,14 +150,14 @@ def run(ctx: Context) -> None:
     with scope():
         model = keras.Sequential([
             keras.Input(shape=x.shape[1:]),
-            keras.layers.LSTM(int(p["hidden"]), unroll=bool(p["unroll"])),
+            keras.layers.LSTM(p["hidden"], unroll=p["unroll"]),
             keras.layers.Dense(y.shape[1]),
             keras.layers.Activation("softmax", dtype="float32"),  # float32 under any policy
         ])
         model.compile(loss="categorical_crossentropy",
-                      optimizer=keras.optimizers.RMSprop(learning_rate=float(p["lr"])))
-    timer = epoch_timer(keras, ctx, len(x), int(p["batch_size"]), int(p["warmup_steps"]), sync)
-    model.fit(x, y, batch_size=int(p["batch_size"]), epochs=ctx.epochs, shuffle=True,
+                      optimizer=keras.optimizers.RMSprop(learning_rate=p["lr"]))
+    timer = epoch_timer(keras, ctx, len(x), p["batch_size"], p["warmup_steps"], sync)
+    model.fit(x, y, batch_size=p["batch_size"], epochs=ctx.epochs, shuffle=True,
               verbose=0, callbacks=[timer])
 
 

@@ -63,10 +63,10 @@ def load_corpus(params: dict[str, Any]) -> Corpus:
         (train, valid, _test), words = tokenize([paths[name] for name in SPLITS])
         hashes = {name: datasets.sha256_of(paths[name]) for name in SPLITS}
         return Corpus(train, valid, len(words), hashes)
-    generator = torch.Generator().manual_seed(int(params["seed"]))
-    vocab = int(params["vocab"])
-    train = torch.randint(vocab, (int(params["synthetic_tokens"]),), generator=generator)
-    valid = torch.randint(vocab, (int(params["eval_tokens"]),), generator=generator)
+    generator = torch.Generator().manual_seed(params["seed"])
+    vocab = params["vocab"]
+    train = torch.randint(vocab, (params["synthetic_tokens"],), generator=generator)
+    valid = torch.randint(vocab, (params["eval_tokens"],), generator=generator)
     return Corpus(train, valid, vocab)
 
 
@@ -108,11 +108,11 @@ class Trainer:
     """The model, Adam and the grad scaler; `step` is one truncated-BPTT training step."""
 
     def __init__(self, p: dict[str, Any], vocab: int, device: torch.device) -> None:
-        self.precision, self.device, self.vocab = str(p["precision"]), device, vocab
-        self.clip = float(p["clip"])
-        self.model = LstmLM(vocab, int(p["emb_dim"]), int(p["hidden"]), int(p["layers"]),
-                            float(p["dropout"])).to(device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=float(p["lr"]))
+        self.precision, self.device, self.vocab = p["precision"], device, vocab
+        self.clip = p["clip"]
+        self.model = LstmLM(vocab, p["emb_dim"], p["hidden"], p["layers"],
+                            p["dropout"]).to(device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=p["lr"])
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
         self.criterion = nn.CrossEntropyLoss()
 
@@ -130,13 +130,13 @@ class Trainer:
 
 def train_losses(p: dict[str, Any], steps: int, device: str = "cpu") -> list[float]:
     """The losses of the first `steps` training steps, with run()'s data and step (tests)."""
-    torch.manual_seed(int(p["seed"]))
+    torch.manual_seed(p["seed"])
     corpus = load_corpus(p)
     trainer = Trainer(p, corpus.vocab, torch.device(device))
-    train = batchify(corpus.train, int(p["batch_size"])).to(device)
-    state = trainer.model.initial_state(int(p["batch_size"]))
+    train = batchify(corpus.train, p["batch_size"]).to(device)
+    state = trainer.model.initial_state(p["batch_size"])
     losses = []
-    for _, (inputs, targets) in zip(range(steps), windows(train, int(p["seq_len"])),
+    for _, (inputs, targets) in zip(range(steps), windows(train, p["seq_len"]),
                                     strict=False):
         loss, state = trainer.step(inputs, targets, state)
         losses.append(float(loss))
@@ -149,14 +149,14 @@ def run(ctx: Context) -> None:
     if ctx.gpus > 1:  # the seed is single-GPU; idle GPUs would make the row lie about its hardware
         raise Unsupported(f"lstm_lm trains on one device; this hardware has gpus={ctx.gpus}")
     device = use_torch(ctx)
-    precision = str(p["precision"])
+    precision = p["precision"]
     set_precision(precision, device)
     ctx.precision_switches.update(precision_switches(precision, device))
-    torch.manual_seed(int(p["seed"]))
+    torch.manual_seed(p["seed"])
 
     corpus = load_corpus(p)
     ctx.data_files.update(corpus.sha256)
-    batch_size, seq_len, warmup = int(p["batch_size"]), int(p["seq_len"]), int(p["warmup_steps"])
+    batch_size, seq_len, warmup = p["batch_size"], p["seq_len"], p["warmup_steps"]
     train = batchify(corpus.train, batch_size).to(device)
     valid = batchify(corpus.valid, batch_size).to(device)
     train_steps = len(range(0, train.size(0) - 1, seq_len))

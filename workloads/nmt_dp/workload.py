@@ -81,13 +81,13 @@ class Seq2Seq(nn.Module):
 
     def __init__(self, p: dict[str, Any]) -> None:
         super().__init__()
-        emb, hidden = int(p["emb_dim"]), int(p["hidden"])
+        emb, hidden = p["emb_dim"], p["hidden"]
         lstm = nn.LSTM if p["rnn_impl"] == "fused" else CellLSTM
-        self.src_embedding = nn.Embedding(int(p["src_vocab"]), emb, padding_idx=PAD)
-        self.tgt_embedding = nn.Embedding(int(p["tgt_vocab"]), emb, padding_idx=PAD)
+        self.src_embedding = nn.Embedding(p["src_vocab"], emb, padding_idx=PAD)
+        self.tgt_embedding = nn.Embedding(p["tgt_vocab"], emb, padding_idx=PAD)
         self.encoder = lstm(emb, hidden, 2, bidirectional=True, **_batch_first(lstm))
         self.decoder = lstm(emb, hidden, 4, bidirectional=False, **_batch_first(lstm))
-        self.projection = nn.Linear(hidden, int(p["tgt_vocab"]))
+        self.projection = nn.Linear(hidden, p["tgt_vocab"])
 
     def forward(self, source: torch.Tensor, decoder_input: torch.Tensor) -> torch.Tensor:
         _, state = self.encoder(self.src_embedding(source))
@@ -102,12 +102,12 @@ def _batch_first(lstm: type) -> dict[str, bool]:
 def require_precision(p: dict[str, Any], device: torch.device) -> None:
     """Unsupported unless the encoder's and the decoder's LSTMs (as Seq2Seq builds them)
     really compute in the cell's half precision on `device`; checked on a tiny input."""
-    precision = str(p["precision"])
+    precision = p["precision"]
     if precision not in AUTOCAST_DTYPES:
         return
     lstm = nn.LSTM if p["rnn_impl"] == "fused" else CellLSTM
     name = "nn.LSTM" if lstm is nn.LSTM else "nn.LSTMCell loop"
-    emb, hidden = int(p["emb_dim"]), int(p["hidden"])
+    emb, hidden = p["emb_dim"], p["hidden"]
     for layers, bidirectional in ((2, True), (4, False)):
         module = lstm(emb, hidden, layers, bidirectional=bidirectional, **_batch_first(lstm))
         require_autocast_dtype(module.to(device), name, torch.zeros(1, 2, emb, device=device),
@@ -124,8 +124,8 @@ class Batch:
 
 def lengths(p: dict[str, Any], rank: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The sentence lengths of one worker's step: a function of (seed, rank, step) only."""
-    generator = torch.Generator().manual_seed(int(p["seed"]) * 1_000_003 + rank * 10_007 + step)
-    batch, src, tgt = int(p["batch_size"]), int(p["src_len"]), int(p["tgt_len"])
+    generator = torch.Generator().manual_seed(p["seed"] * 1_000_003 + rank * 10_007 + step)
+    batch, src, tgt = p["batch_size"], p["src_len"], p["tgt_len"]
     return (torch.randint(max(1, src // 2), src + 1, (batch,), generator=generator),
             torch.randint(max(1, tgt // 2), tgt + 1, (batch,), generator=generator))
 
@@ -137,14 +137,14 @@ def words_of(p: dict[str, Any], workers: int, step: int) -> int:
 
 def synthetic_batch(p: dict[str, Any], rank: int, step: int, device: torch.device) -> Batch:
     src_lengths, tgt_lengths = lengths(p, rank, step)
-    generator = torch.Generator().manual_seed(int(p["seed"]) + 7919 * (rank + 1) + step)
+    generator = torch.Generator().manual_seed(p["seed"] + 7919 * (rank + 1) + step)
 
     def padded(lens: torch.Tensor, width: int, vocab: int) -> torch.Tensor:
         tokens = torch.randint(2, vocab, (len(lens), width), generator=generator)
         return tokens.masked_fill(torch.arange(width)[None, :] >= lens[:, None], PAD)
 
-    source = padded(src_lengths, int(p["src_len"]), int(p["src_vocab"]))
-    target = padded(tgt_lengths, int(p["tgt_len"]), int(p["tgt_vocab"]))
+    source = padded(src_lengths, p["src_len"], p["src_vocab"])
+    target = padded(tgt_lengths, p["tgt_len"], p["tgt_vocab"])
     decoder_input = torch.cat([torch.full((len(target), 1), BOS), target[:, :-1]], dim=1)
     words = int(src_lengths.sum() + tgt_lengths.sum())
     return Batch(source.to(device), decoder_input.to(device), target.to(device), words)
@@ -155,15 +155,15 @@ class Worker:
 
     def __init__(self, p: dict[str, Any], rank: int, workers: int, device: torch.device) -> None:
         self.p, self.rank, self.device = p, rank, device
-        self.precision = str(p["precision"])
+        self.precision = p["precision"]
         set_precision(self.precision, device)  # before the model: TF32 is per process
-        torch.manual_seed(int(p["seed"]))  # the same initial weights on every worker
+        torch.manual_seed(p["seed"])  # the same initial weights on every worker
         model: nn.Module = Seq2Seq(p).to(device)
         if workers > 1 and p["dp_mode"] == "allreduce":
             model = nn.parallel.DistributedDataParallel(
                 model, device_ids=[device.index] if device.type == "cuda" else None)
         self.model = model
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=float(p["lr"]))
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=p["lr"])
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
         self.loss = nn.CrossEntropyLoss(ignore_index=PAD)  # masked: padding counts nothing
 
@@ -184,7 +184,7 @@ class Worker:
 
 
 def worker_count(ctx: Context) -> int:
-    return int(ctx.params["workers"]) or max(ctx.gpus, 1)
+    return ctx.params["workers"] or max(ctx.gpus, 1)
 
 
 def run(ctx: Context) -> None:
@@ -201,11 +201,11 @@ def run(ctx: Context) -> None:
     else:
         ctx.use_framework("torch", torch.__version__, sync=no_sync)
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-    precision = str(p["precision"])
+    precision = p["precision"]
     set_precision(precision, device)  # this rank's; every other rank sets its own (Worker)
     ctx.precision_switches.update(precision_switches(precision, device))
     require_precision(p, device)  # before any rank is spawned
-    per_round = int(p["batches_per_round"])
+    per_round = p["batches_per_round"]
     with group(p, workers, on_gpu, ctx.epochs):
         worker = Worker(p, 0, workers, device)
         for epoch in ctx.epoch_range():
@@ -213,7 +213,7 @@ def run(ctx: Context) -> None:
             batches = worker.batches(first, per_round)
             words = [words_of(p, workers, step) for step in range(first, first + per_round)]
             _barrier(workers)  # every worker starts the round together
-            meter = ctx.start_epoch(warmup_steps=int(p["warmup_steps"]))
+            meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
             for index, batch in enumerate(batches):
                 with meter.step(items=words[index]):
                     worker.step(batch)
@@ -277,7 +277,7 @@ def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: b
     _join_group(rank, workers, port, on_gpu)
     try:
         worker = Worker(p, rank, workers, device)
-        per_round = int(p["batches_per_round"])
+        per_round = p["batches_per_round"]
         for round_index in range(rounds):
             batches = worker.batches(round_index * per_round, per_round)
             dist.barrier()

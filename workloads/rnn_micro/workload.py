@@ -148,14 +148,14 @@ class Bench:
 
 def setup(params: dict[str, Any], device: torch.device) -> Bench:
     """Seeded data and weights (the same weights for every rnn_impl) on `device`."""
-    hidden, layers, impl = int(params["hidden"]), int(params["layers"]), str(params["rnn_impl"])
-    precision = str(params["precision"])
+    hidden, layers, impl = params["hidden"], params["layers"], params["rnn_impl"]
+    precision = params["precision"]
     set_precision(precision, device)
-    generator = torch.Generator().manual_seed(int(params["seed"]))
-    shape = (int(params["batch_size"]), int(params["seq_len"]), hidden)
+    generator = torch.Generator().manual_seed(params["seed"])
+    shape = (params["batch_size"], params["seq_len"], hidden)
     inputs = torch.randn(shape, generator=generator).to(device)
     target = torch.randn(shape, generator=generator).to(device)
-    torch.manual_seed(int(params["seed"]))  # nn.LSTM and the cells draw in the same order
+    torch.manual_seed(params["seed"])  # nn.LSTM and the cells draw in the same order
     model: nn.Module
     if impl == "fused":
         model, name = Fused(hidden, layers).to(device), "nn.LSTM"
@@ -175,7 +175,7 @@ def run(ctx: Context) -> None:
     p = ctx.params
     if ctx.gpus > 1:  # a single-device microbenchmark; idle GPUs would misstate the hardware
         raise Unsupported(f"rnn_micro runs on one device; this hardware has gpus={ctx.gpus}")
-    warmup, timed, batch = int(p["warmup_steps"]), int(p["timed_steps"]), int(p["batch_size"])
+    warmup, timed, batch = p["warmup_steps"], p["timed_steps"], p["batch_size"]
     if p["rnn_impl"] == "compiled" and warmup < COMPILED_MIN_WARMUP:
         raise ValueError(f"rnn_impl=compiled compiles in its first calls: warmup_steps must be "
                          f"at least {COMPILED_MIN_WARMUP}, not {warmup}")

@@ -21,10 +21,10 @@ def run(ctx: Context) -> None:
     if ctx.params["message"]:
         print(f"message: {ctx.params['message']}", flush=True)
     _inject_before(ctx, fault)
-    steps = int(ctx.params["steps"])
-    pause = float(ctx.params["seconds"]) / steps
-    jitter = float(ctx.params["jitter"])
-    noise = random.Random(int(ctx.cell["repeat"]))  # the same noise for the same repeat
+    steps = ctx.params["steps"]
+    pause = ctx.params["seconds"] / steps
+    jitter = ctx.params["jitter"]
+    noise = random.Random(ctx.repeat)  # the same noise for the same repeat
     for epoch in ctx.epoch_range():
         meter = ctx.start_epoch(warmup_steps=0)
         for _ in range(steps):
@@ -52,7 +52,7 @@ def _inject_before(ctx: Context, fault: str) -> None:
             handle.write("this is not a record\n{\"record\": \"measurement\"\n")
         os._exit(0)
     if fault == "oom":
-        if ctx.cell.get("memory_limit_mb") is None:
+        if ctx.memory_limit_mb is None:
             raise RuntimeError("fault oom needs the workload's memory_limit_mb, so that it "
                                "exhausts a limit and not the machine")
         hoard = []

@@ -45,9 +45,9 @@ class Data:
 
 def make_data(p: dict[str, Any], device: torch.device) -> Data:
     """Seeded padded examples, cut into batches of batch_size (the last may be partial)."""
-    generator = torch.Generator().manual_seed(int(p["seed"]))
-    count, seq_len, vocab = int(p["examples"]), int(p["seq_len"]), int(p["vocab"])
-    labels, mean, batch = int(p["labels"]), int(p["mean_tokens"]), int(p["batch_size"])
+    generator = torch.Generator().manual_seed(p["seed"])
+    count, seq_len, vocab = p["examples"], p["seq_len"], p["vocab"]
+    labels, mean, batch = p["labels"], p["mean_tokens"], p["batch_size"]
     low = min(math.ceil(mean / 2), seq_len)  # uniform in [low, 2 * mean - low]: mean `mean`
     high = max(low, min(seq_len, 2 * mean - low))
     lengths = torch.randint(low, high + 1, (count,), generator=generator)
@@ -65,12 +65,12 @@ def make_data(p: dict[str, Any], device: torch.device) -> Data:
 
 def build_model(p: dict[str, Any], device: torch.device) -> nn.Module:
     """Random weights from the params' config, or a local save_pretrained directory."""
-    weights = str(p["weights"])
+    weights = p["weights"]
     if weights == "random":
         config = transformers.DistilBertConfig(
-            vocab_size=int(p["vocab"]), dim=int(p["dim"]), n_layers=int(p["layers"]),
-            n_heads=int(p["heads"]), hidden_dim=int(p["ffn"]), num_labels=int(p["labels"]),
-            max_position_embeddings=max(512, int(p["seq_len"])))
+            vocab_size=p["vocab"], dim=p["dim"], n_layers=p["layers"],
+            n_heads=p["heads"], hidden_dim=p["ffn"], num_labels=p["labels"],
+            max_position_embeddings=max(512, p["seq_len"]))
         model = transformers.DistilBertForSequenceClassification(config)
     else:
         path = Path(weights).expanduser()
@@ -78,7 +78,7 @@ def build_model(p: dict[str, Any], device: torch.device) -> nn.Module:
             raise FileNotFoundError(f"weights={weights!r}: no such directory (give 'random' or "
                                     "a directory written by save_pretrained)")
         model = transformers.DistilBertForSequenceClassification.from_pretrained(
-            path, num_labels=int(p["labels"]), ignore_mismatched_sizes=True,
+            path, num_labels=p["labels"], ignore_mismatched_sizes=True,
             local_files_only=True).float()
         _check_shape(model.config, p)
     print(f"transformer_ft: transformers {transformers.__version__}, attention "
@@ -92,7 +92,7 @@ def _check_shape(config: Any, p: dict[str, Any]) -> None:
     expected = {"n_layers": p["layers"], "dim": p["dim"], "n_heads": p["heads"],
                 "hidden_dim": p["ffn"], "vocab_size": p["vocab"]}
     wrong = {k: (getattr(config, k), v) for k, v in expected.items() if getattr(config, k) != v}
-    if wrong or config.max_position_embeddings < int(p["seq_len"]):
+    if wrong or config.max_position_embeddings < p["seq_len"]:
         raise ValueError(f"weights {p['weights']!r} do not match the params (config vs params: "
                          f"{wrong}, max_position_embeddings {config.max_position_embeddings})")
 
@@ -101,14 +101,14 @@ class Trainer:
     """Model, AdamW and grad scaler; `step` is one training iteration on one batch."""
 
     def __init__(self, p: dict[str, Any], device: torch.device) -> None:
-        self.precision, self.device = str(p["precision"]), device
+        self.precision, self.device = p["precision"], device
         set_precision(self.precision, device)
-        torch.manual_seed(int(p["seed"]))
+        torch.manual_seed(p["seed"])
         self.model = build_model(p, device)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=float(p["lr"]),
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=p["lr"],
                                            weight_decay=0.0)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
-        self.clip = float(p["clip"])
+        self.clip = p["clip"]
 
     def step(self, batch: Batch) -> torch.Tensor:
         """Forward, backward, optimizer step; the loss stays on the device (no sync)."""
@@ -138,7 +138,7 @@ def run(ctx: Context) -> None:
     if ctx.gpus > 1:  # single device; data parallel is another configuration, not yet here
         raise Unsupported(f"transformer_ft trains on one device; this hardware has gpus={ctx.gpus}")
     device = use_torch(ctx)
-    warmup, seq_len = int(p["warmup_steps"]), int(p["seq_len"])
+    warmup, seq_len = p["warmup_steps"], p["seq_len"]
     trainer = Trainer(p, device)
     ctx.precision_switches.update(precision_switches(trainer.precision, device))
     data = make_data(p, device)
