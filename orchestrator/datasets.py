@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import importlib
 import os
 import sys
 import tempfile
@@ -27,8 +28,7 @@ from orchestrator.errors import MatrixError
 
 DOWNLOAD_TIMEOUT_S = 60.0
 _CHUNK = 1 << 20
-_PYTORCH_EXAMPLES = ("https://raw.githubusercontent.com/pytorch/examples/"
-                     "77f55b912142e11fcfdf5b530231fb9c52f181e8/word_language_model/data")
+WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 
 
 class DatasetError(MatrixError):
@@ -50,23 +50,25 @@ class DataFile:
         return f"{self.dataset_dir}/{self.name}"
 
 
-FILES: dict[str, tuple[DataFile, ...]] = {
-    # pytorch/examples' word-level WikiText-2 (the wiki.*.tokens files of wikitext-2-v1.zip).
-    "wikitext2": (
-        DataFile("wikitext-2", "train.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/train.txt",
-                 "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f"),
-        DataFile("wikitext-2", "valid.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/valid.txt",
-                 "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8"),
-        DataFile("wikitext-2", "test.txt", f"{_PYTORCH_EXAMPLES}/wikitext-2/test.txt",
-                 "d790b833ef8cf03a90db7bf1271b7520b83c45ce07ba3c1a9699df81e239eca0"),
-    ),
-    # The Keras text-generation example's corpus (Beyond Good and Evil), seed 002's data.
-    "nietzsche": (
-        DataFile("nietzsche", "nietzsche.txt",
-                 "https://s3.amazonaws.com/text-datasets/nietzsche.txt",
-                 "23cf69874ab69d3d256099ab530ea4be24d47d9675b673bcc67cbcd6298ec647"),
-    ),
-}
+def catalogue() -> dict[str, tuple[DataFile, ...]]:
+    """Every dataset the workloads declare (`DATASETS` in `workloads/<name>/datasets.py`),
+    by name; DatasetError if two declare one name with different files."""
+    global _CATALOGUE
+    if _CATALOGUE is None:
+        found: dict[str, tuple[DataFile, ...]] = {}
+        for folder in sorted(WORKLOADS_DIR.iterdir()):
+            if not (folder / "datasets.py").is_file():
+                continue
+            module = importlib.import_module(f"workloads.{folder.name}.datasets")
+            for name, files in module.DATASETS.items():
+                if found.setdefault(name, files) != files:
+                    raise DatasetError(f"dataset {name!r} is declared twice with different "
+                                       f"files (workloads/{folder.name}/datasets.py)")
+        _CATALOGUE = found
+    return _CATALOGUE
+
+
+_CATALOGUE: dict[str, tuple[DataFile, ...]] | None = None
 
 
 def data_dir() -> Path:
@@ -92,12 +94,13 @@ def fetch(dataset: str) -> dict[str, Path]:
     Keys are `<dataset_dir>/<name>` (e.g. "wikitext-2/train.txt"). Raises DatasetError for
     an unknown dataset, a failed download, or bytes that do not match the pinned hash.
     """
-    if dataset not in FILES:
-        known = ", ".join(sorted(FILES))
+    files = catalogue()
+    if dataset not in files:
+        known = ", ".join(sorted(files))
         raise DatasetError(f"unknown dataset {dataset!r} (known: {known})")
     root = data_dir()
     paths: dict[str, Path] = {}
-    for spec in FILES[dataset]:
+    for spec in files[dataset]:
         path = root / spec.dataset_dir / spec.name
         if path.is_file():
             _check(spec, path, sha256_of(path))

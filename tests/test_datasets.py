@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator import datasets
-from orchestrator.datasets import FILES, DatasetError, fetch, sha256_of
+from orchestrator.datasets import DatasetError, catalogue, fetch, sha256_of
 from orchestrator.errors import MatrixError
 
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -90,7 +90,7 @@ def test_data_dir_defaults_to_the_user_cache(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_pins_are_the_shared_copies_hashes() -> None:
-    for spec in FILES["wikitext2"]:
+    for spec in catalogue()["wikitext2"]:
         assert spec.sha256 == sha256_of(SHARED_DATA / spec.dataset_dir / spec.name)
         assert spec.url.startswith("https://raw.githubusercontent.com/pytorch/examples/")
 
@@ -121,7 +121,7 @@ def test_a_corrupted_cached_file_is_refused(
         fetch("wikitext2")
     message = str(caught.value)
     assert str(valid) in message
-    assert FILES["wikitext2"][1].sha256 in message and sha256_of(valid) in message
+    assert catalogue()["wikitext2"][1].sha256 in message and sha256_of(valid) in message
     assert "Delete" in message and "MATRIX_BENCH_DATA" in message
     assert isinstance(caught.value, MatrixError)
     assert len(mirror.paths) == len(WIKITEXT2)  # refused, not silently downloaded again
@@ -134,7 +134,7 @@ def test_wrong_bytes_from_the_server_leave_nothing_in_the_cache(
         fetch("wikitext2")
     message = str(caught.value)
     assert f"{garbage}/wikitext-2/train.txt" in message
-    assert FILES["wikitext2"][0].sha256 in message
+    assert catalogue()["wikitext2"][0].sha256 in message
     assert list((cache / "wikitext-2").iterdir()) == []
 
 
@@ -161,3 +161,12 @@ def test_a_read_only_copy_is_used_in_place(monkeypatch: pytest.MonkeyPatch) -> N
 def test_an_unknown_dataset_is_refused(cache: Path) -> None:
     with pytest.raises(DatasetError, match=r"unknown dataset 'penn'.*wikitext2"):
         fetch("penn")
+
+
+def test_the_catalogue_is_what_the_workloads_declare():
+    assert sorted(catalogue()) == ["nietzsche", "wikitext2"]
+    from workloads.keras_lstm.datasets import DATASETS as KERAS
+    from workloads.lstm_lm.datasets import DATASETS as LM
+
+    assert catalogue()["wikitext2"] is LM["wikitext2"] == KERAS["wikitext2"]
+    assert catalogue()["nietzsche"] == KERAS["nietzsche"]

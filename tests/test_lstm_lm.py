@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from orchestrator.context import Unsupported
-from orchestrator.datasets import FILES
+from orchestrator.datasets import catalogue
 from orchestrator.registry import load_workload
 from tests import cells
 from workloads.lstm_lm.flops import WIKITEXT2_VOCAB, flops_per_item, forward_flops_per_item
@@ -72,7 +72,8 @@ def test_real_wikitext2_loads_with_the_pytorch_examples_tokenizer(
     assert corpus.vocab == WIKITEXT2_VOCAB == 33_278
     assert corpus.train.numel() == SEED["synthetic_tokens"]
     assert int(corpus.train.max()) == corpus.vocab - 1 and int(corpus.train.min()) == 0
-    assert corpus.sha256 == {f"{s.dataset_dir}/{s.name}": s.sha256 for s in FILES["wikitext2"]}
+    pinned = catalogue()["wikitext2"]
+    assert corpus.sha256 == {f"{s.dataset_dir}/{s.name}": s.sha256 for s in pinned}
 
 
 def test_tokenizer_appends_eos_per_line_and_shares_one_vocabulary(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def _image_here(client: Any, image: ImageRef) -> str:
 def _fetch_dataset(cell: Cell) -> None:
     """The container has no network: its dataset is fetched into the host's cache first."""
     dataset = cell.params.get("dataset")
-    if isinstance(dataset, str) and dataset in datasets.FILES:
+    if isinstance(dataset, str) and dataset in datasets.catalogue():
         datasets.fetch(dataset)
     datasets.data_dir().mkdir(parents=True, exist_ok=True)
 
