@@ -196,18 +196,25 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
     plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
     return [f"## {workload}", "", f"{info.description}", "",
-            f"Medians over each configuration's epochs (n = samples, repeats). s/epoch is the "
-            f"whole epoch as you wait for it (warm-up, training, evaluation); timed s is its "
-            f"training steps after warm-up, from which ms/step and {unit}s/s come"
-            + (", and warm-up s the first epoch's warm-up (compilation included)"
-               if has_warmup else "")
-            + f". Spread = (max - min) / median of train {unit}s/s, noisy above "
-            f"{NOISY_SPREAD:.0%}" + ("; CV/repeat: the coefficient of variation of the "
-                                     "repeats' median throughput" if has_target else "")
-            + ("; $/epoch prices the whole epoch" if has_cost else "") + ".", "",
+            _caption(unit, has_warmup, has_target, has_cost), "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
             *plots]
+
+
+def _caption(unit: str, has_warmup: bool, has_target: bool, has_cost: bool) -> str:
+    """What the workload table's columns mean, for the columns it has."""
+    times = (f"s/epoch is the whole epoch as you wait for it (warm-up, training, "
+             f"evaluation); timed s is its training steps after warm-up, from which ms/step "
+             f"and {unit}s/s come")
+    if has_warmup:
+        times += ", and warm-up s the first epoch's warm-up (compilation included)"
+    noise = f"Spread = (max - min) / median of train {unit}s/s, noisy above {NOISY_SPREAD:.0%}"
+    if has_target:
+        noise += "; CV/repeat: the coefficient of variation of the repeats' median throughput"
+    if has_cost:
+        noise += "; $/epoch prices the whole epoch"
+    return f"Medians over each configuration's epochs (n = samples, repeats). {times}. {noise}."
 
 
 def _unsettled(summary: pd.DataFrame) -> list[str]:

@@ -262,8 +262,8 @@ class _Intake:
             self.attempts[cell.cell_id] = attempts
             records = with_attempts(records, attempts)
             if self.target_cv is not None:
-                records = [*records[:-1], record.model_copy(update={
-                    "attempts": attempts, "target_cv": self.target_cv})]
+                last = records[-1]
+                records = [*records[:-1], last.model_copy(update={"target_cv": self.target_cv})]
             records = with_price(records, cell.hardware.instance_type,
                                  self.prices.get(cell.hardware.name))
             self.store.append(records)
