@@ -25,10 +25,10 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from orchestrator.cloud.aws import is_ecr
 from orchestrator.engine import stopped_by_the_engine
 from orchestrator.errors import MatrixError
 from orchestrator.executors import needs_image
+from orchestrator.providers import registry_auth
 from orchestrator.spec import Images, MatrixSpec, Stack
 from orchestrator.stack_check import FRAMEWORK_DISTRIBUTIONS, version_matches
 
@@ -38,8 +38,8 @@ REPOSITORY = "matrix-bench"
 TAG_LENGTH = 16
 DEFAULT_PYTHON = "3.11"
 # What the image carries: the worker and everything it and the workloads import.
-WORKER_MODULES = ("__init__", "context", "datasets", "errors", "host", "measure", "nvml",
-                  "stack_check", "worker")
+WORKER_MODULES = ("__init__", "cell_file", "context", "datasets", "errors", "host", "measure",
+                  "nvml", "stack_check", "worker")
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
@@ -316,11 +316,7 @@ def push(client: Any, ref: ImageRef, registry: str) -> ImageRef:
     tag = ref.tag.split(":", 1)[1]
     image = client.images.get(ref.image_id)
     image.tag(registry, tag=tag)
-    auth = None
-    if is_ecr(registry):
-        from orchestrator.cloud.aws import ecr_auth
-
-        auth = ecr_auth(registry)
+    auth = registry_auth(registry, for_push=True)
     for chunk in client.images.push(registry, tag=tag, stream=True, decode=True,
                                     auth_config=auth):
         if "error" in chunk:

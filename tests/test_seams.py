@@ -3,6 +3,7 @@ sweep end to end with no change to the orchestrator's code."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import time
@@ -94,3 +95,38 @@ def test_an_unregistered_executor_is_one_located_line(matrix_file, tmp_path):
     assert result.stderr.strip() == (
         f"error: {tmp_path / 'm.yaml'}:3: stacks[0].executor: unknown executor 'niced' "
         "(registered: docker, process)")
+
+
+class LabProvider:
+    """A user's provider: its lab's registry logs in with a token; other registries are not
+    its business."""
+
+    def registry_auth(self, reference: str, for_push: bool) -> dict[str, str] | None:
+        if reference.partition("/")[0] != "registry.lab.example":
+            return None
+        return {"username": "bench", "password": "push" if for_push else "pull"}
+
+
+def test_registry_credentials_come_from_the_provider_that_owns_the_registry(monkeypatch,
+                                                                            moto_server):
+    from orchestrator import providers
+
+    monkeypatch.setitem(providers._REGISTRY, "lab",
+                        providers.ProviderKind("lab", load=LabProvider))
+    assert providers.registry_auth("registry.lab.example/mb@sha256:ab", for_push=False) == \
+        {"username": "bench", "password": "pull"}
+    assert providers.registry_auth("localhost:5000/matrix-bench") is None  # no login
+    ecr = providers.registry_auth("123456789012.dkr.ecr.us-east-1.amazonaws.com/mb")
+    assert ecr is not None and ecr["username"] == "AWS"  # the aws provider, through moto
+
+
+def test_the_docker_executor_and_the_images_import_no_cloud_code():
+    """They ask the providers for registry credentials; no import of a cloud module is left
+    in them (the matrix schema still reaches cloud/network.py: the providers issue)."""
+    for module in ("orchestrator/executors/docker.py", "orchestrator/images.py"):
+        tree = ast.parse((PROJECT / module).read_text())
+        imported = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module} | {
+            alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+            for alias in node.names}
+        assert not {m for m in imported if m.startswith(("orchestrator.cloud", "boto3"))}, module

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import datasets
-from orchestrator.cloud.aws import is_ecr
 from orchestrator.engine import (
     EngineUnavailable,
     check_engine,
@@ -36,6 +35,7 @@ from orchestrator.engine import (
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
+from orchestrator.providers import registry_auth
 from orchestrator.records import Record, Status
 
 CELLS_MOUNT = "/matrix/cells"
@@ -126,11 +126,7 @@ def _image_here(client: Any, image: ImageRef) -> str:
     if image.repo_digest is None:
         raise LookupError(f"image {image.tag} is not on this node and was not pushed to a "
                           "registry (set images.registry in the matrix)")
-    auth = None
-    if is_ecr(image.repo_digest):  # a node's instance profile may read its run's repository
-        from orchestrator.cloud.aws import ecr_auth
-
-        auth = ecr_auth(image.repo_digest, for_push=False)
+    auth = registry_auth(image.repo_digest, for_push=False)
     try:
         client.images.pull(image.repo_digest, auth_config=auth)
     except docker.errors.APIError as exc:
