@@ -218,10 +218,11 @@ class _Waves:
     def next(self, guard: BudgetGuard | None, progress: SweepProgress) -> list[Cell]:
         if self.spec.target_cv is None:
             return []
+        # With --rerun, the journal counts only from this sweep's cells on: what it redid.
         history = [r for r in self.store.results()
                    if not self.options.rerun or r.cell.cell_id in self.attempted]
         plan = make_plan(self.spec, self.local, history, self.options.only, self.offered,
-                         self.options.rerun, launch_ec2=False)
+                         rerun=False, launch_ec2=False)
         wave = [c for c in plan.to_run if c.cell_id not in self.attempted]
         if not wave:
             return []

@@ -99,6 +99,19 @@ def test_a_resumed_sweep_adds_the_repeats_its_journal_asks_for(matrix_file, tmp_
     assert jittery == [1, 2, 3, 4, 5, 6] and len(cells) == 9
 
 
+def test_a_rerun_redoes_the_repeats_and_extends_them_again(matrix_file, tmp_path):
+    path, run = matrix_file(SWEEP.format(repeats=ADAPTIVE)), tmp_path / "run"
+    first = run_cli("run", str(path), "--no-ray", "-o", str(run), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = run_cli("run", str(path), "--no-ray", "--rerun", "-o", str(run), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    # the redo starts from min again, and the jittery configuration earns its repeats anew
+    assert "6 cells to run (up to 12 by repeats: until_cv)" in again.stdout
+    assert again.stdout.count("repeats: 1 configuration(s) above until_cv 2.0%") == 3
+    cells = [r for r in journal(run) if r["record"] == "cell"]
+    assert len(cells) == 18
+
+
 def _summary(rates_by_repeat: dict[str, list[float]], target: float | None,
              flags: str = "") -> pd.DataFrame:
     rows = [{"config_id": config, "cell_id": f"{config}-{i}", "workload": "sleep",
