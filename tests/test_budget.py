@@ -6,13 +6,12 @@ import time
 
 from orchestrator.budget import BudgetGuard
 from orchestrator.matrix import Cell
-from tests.cells import make_cell
+from tests.cells import make_cell_model
 
 
 def cell(seconds: float = 0.1, repeat: int = 1) -> Cell:
-    data = make_cell("sleep", {"seconds": seconds}, epochs=1)
-    return Cell.model_validate({**data, "cell_id": f"{data['cell_id']}-{repeat}",
-                                "repeat": repeat})
+    base = make_cell_model("sleep", {"seconds": seconds}, epochs=1)
+    return base.model_copy(update={"cell_id": f"{base.cell_id}-{repeat}", "repeat": repeat})
 
 
 def test_a_cell_starts_only_while_spent_running_and_its_own_estimate_fit():
