@@ -86,11 +86,17 @@ def _median(group: pd.DataFrame, column: str) -> float | None:
     return float(group[column].median())
 
 
+def repeat_medians(rows: pd.DataFrame) -> pd.Series:
+    """Each repeat's throughput, the median items/s of its timed epochs, indexed by
+    (config_id, cell_id): the unit of replication of compare and of adaptive repeats (a
+    cell's epochs share its process, so they are not independent samples)."""
+    return rows.groupby(["config_id", "cell_id"], sort=False)["items_per_s"].median()
+
+
 def _repeat_cv(rows: pd.DataFrame) -> dict[str, float]:
-    """config_id -> the coefficient of variation of its per-repeat throughput (each
-    repeat's median epoch items/s), for configurations of two repeats or more."""
-    per_repeat = rows.groupby(["config_id", "cell_id"], sort=False)["items_per_s"].median()
-    by_config = per_repeat.groupby(level="config_id", sort=False)
+    """config_id -> the coefficient of variation of its per-repeat throughput, for
+    configurations of two repeats or more."""
+    by_config = repeat_medians(rows).groupby(level="config_id", sort=False)
     cv = (by_config.std(ddof=1) / by_config.mean())[by_config.size() >= 2]
     return {str(k): float(v) for k, v in cv.items()}
 
@@ -168,6 +174,17 @@ def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
         summary.loc[members.index, "parallel_efficiency_fraction"] = \
             speedup / members["devices"].clip(lower=1)
     return summary
+
+
+def with_whole_epoch(df: pd.DataFrame) -> pd.DataFrame:
+    """`epoch_s` on every measured row: the epoch as the user waits for it. Records from
+    before the meter measured it carry the sum of what they timed (warm-up, timed steps,
+    evaluation): a lower bound, short of what the loop did between them."""
+    if "train_s" not in df.columns:
+        return df
+    parts = df["train_s"] + sum(df[c].fillna(0.0) for c in ("warmup_s", "eval_s") if c in df)
+    df["epoch_s"] = df["epoch_s"].fillna(parts) if "epoch_s" in df else parts
+    return df
 
 
 def derived(df: pd.DataFrame) -> pd.DataFrame:

@@ -61,12 +61,13 @@ class Comparison:
 
 def repeat_throughputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
     """config_id -> one items/s per repeat that ended ok: the median of its timed epochs."""
+    from orchestrator.analysis import repeat_medians
+
     rows = df[(df["status"] == "ok") & df["items_per_s"].notna()] if len(df) else df
-    found = {}
-    for config, group in rows.groupby("config_id"):
-        per_cell = group.groupby("cell_id")["items_per_s"].median()
-        found[str(config)] = per_cell.to_numpy(dtype=float)
-    return found
+    if not len(rows):
+        return {}
+    return {str(config): medians.to_numpy(dtype=float)
+            for config, medians in repeat_medians(rows).groupby(level="config_id", sort=True)}
 
 
 def bootstrap_interval(base: np.ndarray, new: np.ndarray, seed: int = 0

@@ -291,6 +291,7 @@ class ResultStore:
             measured = [m.model_dump(exclude={"record", *_IDENTITY}) for m in result.measurements]
             for measurement in measured or [{}]:
                 rows.append({**cell, **prov, **measurement})
+        from orchestrator.analysis import with_whole_epoch
         from orchestrator.cloud.costs import add_cost_columns
 
         return add_cost_columns(with_whole_epoch(pd.DataFrame(rows)))
@@ -299,17 +300,6 @@ class ResultStore:
         df = self.frame()
         write_parquet(df, self.parquet)
         return df
-
-
-def with_whole_epoch(df: pd.DataFrame) -> pd.DataFrame:
-    """`epoch_s` on every measured row: the epoch as the user waits for it. Records from
-    before the meter measured it carry the sum of what they timed (warm-up, timed steps,
-    evaluation): a lower bound, short of what the loop did between them."""
-    if "train_s" not in df.columns:
-        return df
-    parts = df["train_s"] + sum(df[c].fillna(0.0) for c in ("warmup_s", "eval_s") if c in df)
-    df["epoch_s"] = df["epoch_s"].fillna(parts) if "epoch_s" in df else parts
-    return df
 
 
 def write_parquet(df: pd.DataFrame, path: Path) -> None:
