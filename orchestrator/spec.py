@@ -14,11 +14,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from orchestrator.cloud.network import ssh_cidr_problem
+from orchestrator.cloud.settings import aws_setting_problem
 from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
 from orchestrator.framework_builds import cuda_build_problem, release_problem
-from orchestrator.hardware import instance_type_problem, region_problem
+from orchestrator.hardware import instance_type_problem
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
 from orchestrator.spec_errors import schema_error
 from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
@@ -219,8 +219,8 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
                 raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
             seen.add(item.name)
     uses_ec2 = any(h.kind == "ec2" for h in spec.hardware)
-    if spec.aws:
-        _check_aws(spec.aws, doc)
+    if spec.aws and (problem := aws_setting_problem(spec.aws)):
+        raise doc.error(("aws", problem[0]), problem[1])
     if uses_ec2 and (spec.aws is None or spec.aws.instance_profile is None):
         where = ("aws", "instance_profile") if spec.aws else ("hardware",)
         raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
@@ -293,20 +293,6 @@ def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
         if warning:
             warnings.warn(str(doc.error((*loc, "framework_version"), warning)), SpecWarning,
                           stacklevel=2)
-
-
-def _check_aws(aws: Aws, doc: LocatedYaml) -> None:
-    problem = region_problem(aws.region)
-    if problem:
-        raise doc.error(("aws", "region"), problem)
-    if aws.ami is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", aws.ami):
-        raise doc.error(("aws", "ami"), f"{aws.ami!r} is not an AMI id (ami-0123456789abcdef0)")
-    if aws.ssh_cidr is not None and (problem := ssh_cidr_problem(aws.ssh_cidr)):
-        raise doc.error(("aws", "ssh_cidr"), problem)
-    if aws.results_uri is not None and not re.fullmatch(
-            r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?", aws.results_uri):
-        raise doc.error(("aws", "results_uri"), f"{aws.results_uri!r} is not an S3 URI "
-                                                "(s3://bucket/prefix)")
 
 
 # Pins end up in a Dockerfile and a pip index URL: only what a version or an image
