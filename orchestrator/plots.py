@@ -56,6 +56,7 @@ def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
     batches = sorted(summary["param.batch_size"].unique()) \
         if "param.batch_size" in summary else [None]
     width = 0.8 / len(batches)
+    labelled = False
     for i, batch in enumerate(batches):
         rows = summary if batch is None else summary[summary["param.batch_size"] == batch]
         timed = _medians(rows, machines, "train_s")
@@ -64,8 +65,13 @@ def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
         where = x + i * width - 0.4 + width / 2
         name = "timed steps" if batch is None else f"batch {fmt(batch)}: timed steps"
         bars = axes.bar(where, timed, width, label=name)
-        axes.bar(where, rest, width, bottom=timed, color=bars.patches[0].get_facecolor(),
-                 alpha=0.35, hatch="//", label="warm-up, evaluation, rest" if i == 0 else None)
+        if any(rest):  # records without warm-up or evaluation: nothing to stack
+            stacked = axes.bar(where, rest, width, bottom=timed, alpha=0.35, hatch="//",
+                               color=bars.patches[0].get_facecolor(),
+                               label=None if labelled else "warm-up, evaluation, rest")
+            labelled = True
+            for patch in stacked.patches:  # a bar's baseline is sticky: it would pin the top
+                patch.sticky_edges.y.clear()
     axes.set_xticks(x, machines, rotation=20, ha="right")
     axes.legend(title="median over configurations" if batches != [None] else None,
                 fontsize=8)
