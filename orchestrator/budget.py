@@ -1,6 +1,6 @@
 """Spend tracking during a sweep: no cell starts once it could take the spend past the budget.
 
-The plan's check (cloud/costs.py) refuses a sweep that costs too much before anything runs;
+The plan's check (costs.py) refuses a sweep that costs too much before anything runs;
 this guard watches the spend as cells end. Spend counts the head node since the sweep began,
 the priced cells that ended (their wall time x their node's price) and, for the cells still
 running, their whole estimate (or timeout). A cell starts only if that sum plus its own

@@ -180,14 +180,14 @@ def cleanup(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List, change nothing.")] = False,
 ) -> None:
     """Terminate the EC2 instances, key pairs and security groups that runs left behind
-    (tagged matrix-bench-run), sparing the runs a live sweep owns, and list what was done."""
-    import boto3
-
-    from orchestrator.cloud.cleanup import cleanup as sweep_orphans
+    (tagged matrix-bench-run), sparing the runs a live sweep owns, and list what was done:
+    each provider removes its own leftovers."""
+    from orchestrator.providers import providers
     from orchestrator.results import owned_runs
 
-    actions = sweep_orphans(boto3.client("ec2", region_name=region), owned_runs(reports),
-                            dry_run=dry_run)
+    owned = set(owned_runs(reports))
+    actions = [action for provider in providers()
+               for action in provider.remove_leftovers(owned, dry_run, region)]
     prefix = "would " if dry_run else ""
     for action in actions:
         typer.echo(prefix + action)

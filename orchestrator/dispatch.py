@@ -26,6 +26,7 @@ from orchestrator.executors import execute, executor_kind
 from orchestrator.executors.outcome import ToolInfo, not_run_records, tail_of
 from orchestrator.images import ImageRef
 from orchestrator.matrix import Cell
+from orchestrator.providers import provider_for
 from orchestrator.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.spec import Hardware
 
@@ -106,8 +107,10 @@ class RayDispatcher:
         sigterm = signal.getsignal(signal.SIGTERM)
         try:
             if self.embedded:
-                local = {hw_resource(h.name): 1.0 for h in hardware if h.kind == "local"}
-                # "local": always a new instance, never a cluster that happens to run here.
+                # This machine offers the hardware whose provider runs its cells here;
+                # address "local": always a new instance, never a cluster that runs here.
+                local = {hw_resource(h.name): 1.0 for h in hardware
+                         if not provider_for(h.kind).launches}
                 ray.init(address="local", resources=local, include_dashboard=False,
                          log_to_driver=False, object_store_memory=EMBEDDED_OBJECT_STORE_BYTES,
                          configure_logging=False, namespace="matrix-bench")

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from orchestrator.errors import MatrixError
-from orchestrator.executors import needs_image
 from orchestrator.hardware import LocalMachine
 from orchestrator.matrix import Cell, excluded, expand, incompatibility
+from orchestrator.providers import provider_for
 from orchestrator.registry import load_workload
 from orchestrator.repeats import extra_repeats
 from orchestrator.results import CellResult
@@ -80,9 +80,9 @@ class Plan:
 
 def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
               only: Iterable[Selector] = (), offered: set[str] | None = None,
-              rerun: bool = False, launch_ec2: bool = True) -> Plan:
+              rerun: bool = False, launch: bool = True) -> Plan:
     """Decide every cell's fate. `offered`: hardware names some node offers (None: the local
-    machine, plus a cluster launched for the EC2 hardware where `launch_ec2`)."""
+    machine, plus the nodes each hardware's provider brings up where `launch`)."""
     history = list(history)
     done = set() if rerun else {r.cell.cell_id for r in history if r.cell.status.is_done()}
     selectors = list(only)
@@ -98,37 +98,31 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
     to_run: list[Cell] = []
     skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
     for cell in cells:
-        reason = _skip_reason(cell, local, selectors, offered, done, launch_ec2)
+        reason = _skip_reason(cell, local, selectors, offered, done, launch)
         if reason:
             skipped.append(Skipped(cell, reason))
         else:
             to_run.append(cell)
     may_add = [c for c in later if not _skip_reason(c, local, selectors, offered, done,
-                                                    launch_ec2)]
+                                                    launch)]
     walls = _walls_by_config(history)
     estimate = {c.cell_id: _estimate(c, walls) for c in [*to_run, *may_add]}
     return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate, may_add=may_add)
 
 
 def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
-                 offered: set[str] | None, done: set[str], launch_ec2: bool) -> str | None:
+                 offered: set[str] | None, done: set[str], launch: bool) -> str | None:
     if not all(s.matches(cell) for s in selectors):
         return "not selected (--only)"
     problem = incompatibility(cell)
     if problem:
         return f"incompatible: {problem}"
-    hardware = cell.hardware
-    if offered is None and hardware.kind == "ec2":  # on the cluster launched for the sweep
-        if not launch_ec2:
-            return f"no node offers hw:{hardware.name} (EC2 hardware runs on a Ray cluster)"
-        if not needs_image(cell.stack):
-            return ("incompatible: EC2 nodes run cells in their stack's image, and stack "
-                    f"{cell.stack.name} has none (executor: process)")
-    elif offered is None:  # the local machine is the only node
-        if hardware.gpus > local.gpu_count:
-            return f"incompatible: needs {hardware.gpus} GPU(s), this machine has {local.gpu_count}"
-    elif hardware.name not in offered:
-        return f"no node of the cluster offers hw:{hardware.name}"
+    if offered is None:  # this machine, or nodes the hardware's provider brings up
+        reason = provider_for(cell.hardware.kind).skip_reason(cell, local, launch)
+        if reason:
+            return reason
+    elif cell.hardware.name not in offered:
+        return f"no node of the cluster offers hw:{cell.hardware.name}"
     if cell.cell_id in done:
         return "already done (ok in the journal; --rerun to redo)"
     return None

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.build import image_stacks
-from orchestrator.cloud.costs import plan_cost_usd
+from orchestrator.costs import over_budget, plan_cost_usd, priced
 from orchestrator.engine import EngineUnavailable, docker_client
 from orchestrator.hardware import detect_local
 from orchestrator.images import ImageError, find_image, render
@@ -18,7 +18,7 @@ from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import varying_params
 from orchestrator.results import ResultStore
 from orchestrator.spec import MatrixSpec, load_spec
-from orchestrator.sweep import over_budget, priced, run_dir_for
+from orchestrator.sweep import run_dir_for
 
 MAX_SKIPPED_ROWS = 50
 
@@ -77,7 +77,8 @@ def _show_repeat_range(spec: MatrixSpec, plan: Plan, console: Console) -> None:
 
 def _show_cost(spec: MatrixSpec, plan: Plan, console: Console) -> None:
     """Each EC2 price with its source and date, and the plan's worst case against the budget."""
-    prices = priced(spec, plan, console)
+    prices = priced(spec, plan, say=lambda line: console.print(line, highlight=False),
+                    warn=lambda line: console.print(f"[yellow]{line}[/]"))
     if not prices:
         return
     cost = plan_cost_usd(plan, prices)

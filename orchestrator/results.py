@@ -292,7 +292,7 @@ class ResultStore:
             for measurement in measured or [{}]:
                 rows.append({**cell, **prov, **measurement})
         from orchestrator.analysis import with_whole_epoch
-        from orchestrator.cloud.costs import add_cost_columns
+        from orchestrator.costs import add_cost_columns
 
         return add_cost_columns(with_whole_epoch(pd.DataFrame(rows)))
 

@@ -12,13 +12,12 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from orchestrator.cloud.settings import aws_setting_problem
 from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
 from orchestrator.framework_builds import cuda_build_problem, release_problem
-from orchestrator.hardware import instance_type_problem
+from orchestrator.providers import hardware_kinds, provider_for, providers
 from orchestrator.registry import Scalar, WorkloadInfo, load_workload
 from orchestrator.spec_errors import schema_error
 from orchestrator.spec_yaml import LocatedYaml, PathKey, read_yaml
@@ -43,25 +42,15 @@ class _Strict(BaseModel):
 
 
 class Hardware(_Strict):
-    """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>."""
+    """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>.
+    Its `kind` names the provider that offers it (providers/__init__.py), which judges the
+    rest of the entry."""
 
     name: Name
-    kind: Literal["local", "ec2"]
+    kind: Name  # a kind a registered provider offers: local, ec2
     instance_type: str | None = None  # EC2 instance type, required for kind ec2
     gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
     spot: bool = False  # EC2 spot capacity
-
-    @model_validator(mode="after")
-    def _kind_fields(self) -> Hardware:
-        if self.kind == "ec2" and not self.instance_type:
-            raise ValueError("kind ec2 needs an instance_type (e.g. p3.2xlarge)")
-        if self.kind == "ec2":
-            problem = instance_type_problem(str(self.instance_type), self.gpus)
-            if problem:
-                raise ValueError(problem)
-        if self.kind == "local" and self.spot:
-            raise ValueError("spot applies to kind ec2 only")
-        return self
 
 
 class Stack(_Strict):
@@ -188,6 +177,7 @@ def json_schema() -> dict:
     schema["title"] = "matrix-bench matrix file"
     # the executors registered when the schema is made, for editors to offer
     schema["$defs"]["Stack"]["properties"]["executor"]["anyOf"][0]["enum"] = executor_names()
+    schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] = hardware_kinds()
     return schema
 
 
@@ -218,24 +208,24 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
             if item.name in seen:
                 raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
             seen.add(item.name)
-    uses_ec2 = any(h.kind == "ec2" for h in spec.hardware)
-    if spec.aws and (problem := aws_setting_problem(spec.aws)):
-        raise doc.error(("aws", problem[0]), problem[1])
-    if uses_ec2 and (spec.aws is None or spec.aws.instance_profile is None):
-        where = ("aws", "instance_profile") if spec.aws else ("hardware",)
-        raise doc.error(where, "EC2 hardware needs aws.instance_profile: the IAM instance "
-                               "profile its nodes run with (docs/aws.md)")
-    images = spec.images  # its paths already absolute
     for index, stack in enumerate(spec.stacks):
         if stack.effective_executor not in executor_names():
             raise doc.error(("stacks", index, "executor"),
                             f"unknown executor {stack.effective_executor!r} (registered: "
                             f"{', '.join(executor_names())})")
-    if uses_ec2 and images.registry is None and any(needs_image(s) for s in spec.stacks):
-        raise doc.error(("images", "registry"),
-                        "EC2 nodes pull each stack's image from a registry: set "
-                        "images.registry to an ECR repository URI, e.g. "
-                        "123456789012.dkr.ecr.us-east-1.amazonaws.com/matrix-bench")
+    kinds = hardware_kinds()
+    for index, hardware in enumerate(spec.hardware):
+        if hardware.kind not in kinds:
+            raise doc.error(("hardware", index, "kind"),
+                            f"{hardware.kind!r} is not allowed: expected "
+                            f"{' or '.join(repr(k) for k in kinds)} (the kinds the registered "
+                            "providers offer)")
+        if problem := provider_for(hardware.kind).hardware_problem(hardware):
+            raise doc.error(("hardware", index), problem)
+    for provider in providers():
+        if found := provider.matrix_problem(spec):
+            raise doc.error(*found)
+    images = spec.images  # its paths already absolute
     for index, stack in enumerate(spec.stacks):
         _check_pins(stack, doc, ("stacks", index))
         if needs_image(stack):

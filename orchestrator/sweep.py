@@ -14,17 +14,16 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from rich.console import Console
 
 from orchestrator import __version__
 from orchestrator.budget import BudgetGuard
 from orchestrator.build import build_images, failed_image_records, image_stacks
-from orchestrator.cloud.costs import hardware_prices, plan_cost_usd, with_price
-from orchestrator.cloud.pricing import Price
+from orchestrator.costs import Price, budget_guard, check_budget, priced, with_price
 from orchestrator.dispatch import RayDispatcher, SerialDispatcher
-from orchestrator.errors import BudgetError, DriverNodeLost
+from orchestrator.errors import DriverNodeLost
 from orchestrator.executors import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware import LocalMachine, detect_local
@@ -33,14 +32,11 @@ from orchestrator.interrupts import signals_deferred
 from orchestrator.matrix import Cell
 from orchestrator.plan import Plan, Selector, make_plan
 from orchestrator.progress import SweepProgress
+from orchestrator.providers import Launch, provider_named, providers, registered_for
 from orchestrator.records import CellRecord, Record, with_attempts
 from orchestrator.report import write_report
 from orchestrator.results import FULL, ResultStore, disk_full
 from orchestrator.spec import MatrixSpec, load_spec
-
-if TYPE_CHECKING:
-    from orchestrator.cloud.cluster import Clients, Launcher
-    from orchestrator.cloud.ec2_group import Ec2Group
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,8 +49,9 @@ class SweepOptions:
     only: tuple[Selector, ...] = ()
     rerun: bool = False
     allow_over_budget: bool = False
-    launcher: Launcher | None = None  # how EC2 clusters come up; default Ray's launcher
-    follower_grace_s: float = 600.0  # the head tears down alone if not followed by then
+    # Settings a launching provider reads (`Launch.options`): for aws, `launcher` (how its
+    # cluster comes up; tests bring one up locally) and `follower_grace_s`.
+    provider_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -112,54 +109,53 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                 console: Console) -> SweepSummary:
     tool = tool_info()
     local = detect_local()
+    say = _say(console)
     dispatcher: RayDispatcher | SerialDispatcher | None = None
     if options.ray_address and not options.no_ray:  # a cluster decides which hardware exists
         dispatcher = RayDispatcher(store.root, tool, spec.hardware, options.ray_address,
-                                   say=_say(console))
+                                   say=say)
     offered = dispatcher.offered() if dispatcher else None
     plan = make_plan(spec, local, store.results(), options.only, offered, options.rerun,
-                     launch_ec2=not options.no_ray)
+                     launch=not options.no_ray)
     _print_plan_line(console, plan, store.root)
-    launched = [c for c in plan.to_run if c.hardware.kind == "ec2"] if offered is None else []
-    prices = priced(spec, plan, console)
-    _check_budget(spec, plan, prices, options.allow_over_budget, console)
-    clients = None
-    if launched:
-        from orchestrator.cloud.cluster import Clients, check_launch_quotas
-
-        assert spec.aws is not None
-        clients = Clients.for_region(spec.aws.region)
-        check_launch_quotas(spec, clients.service_quotas, _say(console))
+    launched = _launched(plan.to_run) if offered is None else {}
+    prices = priced(spec, plan, say, warn=lambda line: console.print(f"[yellow]{line}[/]"))
+    check_budget(spec, plan, prices, options.allow_over_budget, say)
+    for name, cells in launched.items():  # quotas and SDKs, before anything is built
+        provider_named(name).check_launch(spec, cells, say)
     statuses: Counter[str] = Counter()
     interrupted = False
     stopped: str | None = None  # why a fault stopped the sweep before its cells all ran
     try:
         intake = _Intake(store, prices, statuses, spec.target_cv)
         to_run, images = _images_for(spec, plan.to_run, store.root, intake.take, console)
-        launched = [c for c in launched if c in to_run]
-        here = [c for c in to_run if c not in launched]
+        launched = {name: kept for name, cells in launched.items()
+                    if (kept := [c for c in cells if c in to_run])}
+        away = {c.cell_id for cells in launched.values() for c in cells}
+        here = [c for c in to_run if c.cell_id not in away]
         if here and dispatcher is None:
             dispatcher = (SerialDispatcher(store.root, tool) if options.no_ray else
-                          RayDispatcher(store.root, tool, spec.hardware, say=_say(console)))
+                          RayDispatcher(store.root, tool, spec.hardware, say=say))
         serial = dispatcher is None or options.no_ray or dispatcher.offered() is None
-        in_flight = (1 if serial else len(here)) + len(launched)
+        in_flight = (1 if serial else len(here)) + len(away)
+        estimate_s = {k: v for k, v in plan.estimate_s.items() if v is not None}
         with SweepProgress(console, to_run, in_flight) as progress:
             intake.progress = progress
             with contextlib.ExitStack() as group_scope:
-                group = None
-                if launched:
-                    assert clients is not None
-                    group = group_scope.enter_context(_ec2_group(
-                        spec, store, launched, images, tool, prices, plan, options, clients,
-                        intake.take, console))
+                groups = [group_scope.enter_context(provider_named(name).launch(Launch(
+                    spec=spec, run_dir=store.root, cells=cells, images=images, tool=tool,
+                    prices=prices, estimate_s=estimate_s, take=intake.take, say=say,
+                    options=options.provider_options))) for name, cells in launched.items()]
                 if here and dispatcher is not None:
-                    guard = _budget_guard(spec, prices, plan)
+                    guard = budget_guard(spec.budget_usd,
+                                         {n: p.usd_per_hour for n, p in prices.items()},
+                                         plan.estimate_s)
                     waves = _Waves(spec, store, options, local, offered, here, console)
                     while here:
                         for cell, records in dispatcher.run(here, images, guard):
                             intake.take(cell, records)
                         here = waves.next(guard, progress)
-                if group is not None:
+                for group in groups:
                     group.wait()
     except KeyboardInterrupt:
         interrupted = True
@@ -175,12 +171,22 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
         interrupted = True
         console.print("[yellow]interrupted:[/] the results and report above were written "
                       "first; run the same command again to resume.")
-    if not pending and store.journal.exists() and spec.aws is not None and \
-            spec.aws.results_uri:
-        _upload(store.root, spec.aws.results_uri, spec.aws.region, console)
+    if not pending and store.journal.exists():
+        for provider in providers():
+            provider.after_run(spec, store.root, say)
     return SweepSummary(run_dir=store.root, ran=sum(statuses.values()),
                         skipped=len(plan.skipped), statuses=dict(statuses),
                         interrupted=interrupted, stopped=stopped)
+
+
+def _launched(cells: list[Cell]) -> dict[str, list[Cell]]:
+    """Provider name -> the cells it brings nodes up for (the rest run here)."""
+    groups: dict[str, list[Cell]] = {}
+    for cell in cells:
+        registered = registered_for(cell.hardware.kind)
+        if registered.load().launches:
+            groups.setdefault(registered.name, []).append(cell)
+    return groups
 
 
 def _wind_down(spec: MatrixSpec, store: ResultStore, plan: Plan,
@@ -222,7 +228,7 @@ class _Waves:
         history = [r for r in self.store.results()
                    if not self.options.rerun or r.cell.cell_id in self.attempted]
         plan = make_plan(self.spec, self.local, history, self.options.only, self.offered,
-                         rerun=False, launch_ec2=False)
+                         rerun=False, launch=False)
         wave = [c for c in plan.to_run if c.cell_id not in self.attempted]
         if not wave:
             return []
@@ -275,40 +281,8 @@ class _Intake:
                 self.progress.finished(cell, record)
 
 
-def _ec2_group(spec: MatrixSpec, store: ResultStore, cells: list[Cell],
-               images: dict[str, ImageRef], tool: ToolInfo, prices: dict[str, Price],
-               plan: Plan, options: SweepOptions, clients: Clients,
-               take: Callable[[Cell, list[Record]], None], console: Console) -> Ec2Group:
-    """The launched cluster's group: its driver gets the cells, prices and budget."""
-    from orchestrator.cloud.cluster import RayLauncher
-    from orchestrator.cloud.costs import head_price
-    from orchestrator.cloud.ec2_group import HEAD_RUN_ROOT, Ec2Group, Ec2Work
-    from orchestrator.cloud.head_driver import DriverInput
-
-    assert spec.aws is not None
-    run_id = store.root.name  # the run tag; `matrix cleanup` spares the runs locked here
-    head = head_price(spec)
-    driver_input = DriverInput(
-        run_id=run_id, region=spec.aws.region, run_root=f"{HEAD_RUN_ROOT}/{run_id}",
-        cells=cells, images={c.stack.name: images[c.stack.name] for c in cells}, tool=tool,
-        budget_usd=spec.budget_usd,
-        usd_per_hour={name: price.usd_per_hour for name, price in prices.items()},
-        head_usd_per_hour=head.usd_per_hour if head else 0.0,
-        estimate_s={k: v for k, v in plan.estimate_s.items() if v is not None},
-        follower_grace_s=options.follower_grace_s)
-    work = Ec2Work(spec=spec, run_id=run_id, run_dir=store.root, driver_input=driver_input)
-    return Ec2Group(work, options.launcher or RayLauncher(), clients, take, _say(console))
-
-
 def _say(console: Console) -> Callable[[str], None]:
     return lambda line: console.print(line, markup=False, highlight=False)
-
-
-def _budget_guard(spec: MatrixSpec, prices: dict[str, Price], plan: Plan) -> BudgetGuard | None:
-    if spec.budget_usd is None or not prices:
-        return None
-    return BudgetGuard(spec.budget_usd, {n: p.usd_per_hour for n, p in prices.items()},
-                       {k: v for k, v in plan.estimate_s.items() if v is not None})
 
 
 def _images_for(spec: MatrixSpec, cells: list[Cell], run_root: Path,
@@ -331,52 +305,6 @@ def _images_for(spec: MatrixSpec, cells: list[Cell], run_root: Path,
             continue
         take(cell, failed_image_records(cell, failure))
     return runnable, built.refs
-
-
-def priced(spec: MatrixSpec, plan: Plan, console: Console) -> dict[str, Price]:
-    """The price of each EC2 hardware entry that has cells to run, printed with its date."""
-    if not any(cell.hardware.kind == "ec2" for cell in plan.to_run):
-        return {}
-    prices = hardware_prices(spec, warn=lambda line: console.print(f"[yellow]{line}[/]"))
-    for name, price in prices.items():
-        console.print(f"price: {name} ${price.usd_per_hour:g}/h ({price.describe()})")
-    return prices
-
-
-def _check_budget(spec: MatrixSpec, plan: Plan, prices: dict[str, Price],
-                  allow_over: bool, console: Console) -> None:
-    if spec.budget_usd is None:
-        return
-    if not prices:
-        console.print(f"[yellow]note:[/] budget_usd {spec.budget_usd:g} is not enforced: no "
-                      "hardware to run has a price (prices come with EC2 hardware)")
-        return
-    cost = plan_cost_usd(plan, prices)
-    if cost > spec.budget_usd and not allow_over:
-        raise BudgetError(f"{over_budget(spec.budget_usd, cost)}: raise budget_usd, run fewer "
-                          "cells (--only), or pass --allow-over-budget")
-    console.print(f"estimated cost: up to ${cost:.2f} of budget_usd {spec.budget_usd:g}")
-
-
-def over_budget(budget_usd: float, cost: float) -> str:
-    return (f"the plan costs up to ${cost:.2f} (each cell's estimate, or its timeout where it "
-            "has none, x its price), over budget_usd "
-            f"{budget_usd:g} by ${cost - budget_usd:.2f}")
-
-
-def _upload(run_dir: Path, uri: str, region: str, console: Console) -> None:
-    """Copy the run's results to S3; a failure is reported, the local run stays whole."""
-    import boto3
-
-    from orchestrator.cloud.s3 import upload_run
-
-    try:
-        keys = upload_run(boto3.client("s3", region_name=region), run_dir, uri)
-    except Exception as exc:  # botocore errors: no access, no bucket, no network
-        console.print(f"[red]upload to {uri} failed:[/] {str(exc).splitlines()[0]} (the run "
-                      f"is complete in {run_dir})")
-        return
-    console.print(f"uploaded: {len(keys)} files to {uri.rstrip('/')}/{run_dir.name}/")
 
 
 def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:

@@ -17,7 +17,8 @@ from tests.aws_env import LoopbackLauncher
 
 def main(matrix: str, dashboard_url: str) -> int:
     guard_logging()
-    options = SweepOptions(launcher=LoopbackLauncher(dashboard_url), follower_grace_s=60)
+    options = SweepOptions(provider_options={
+        "launcher": LoopbackLauncher(dashboard_url), "follower_grace_s": 60})
     try:
         summary = run_sweep(Path(matrix), options, Console(highlight=False, soft_wrap=True))
     except MatrixError as exc:

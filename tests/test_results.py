@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis import SCALING_COLUMNS
-from orchestrator.cloud.costs import COST_COLUMNS
+from orchestrator.costs import COST_COLUMNS
 from orchestrator.errors import RunLockedError
 from orchestrator.records import (
     SCHEMA_VERSION,

@@ -1,23 +1,31 @@
-"""The registries are the only seams: an executor defined here, registered here, runs a
-sweep end to end with no change to the orchestrator's code."""
+"""The registries are the only seams: an executor and a provider defined here, registered
+here, run a sweep end to end with no change to the orchestrator's code."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
+from typing import ClassVar
 
 import pytest
 from rich.console import Console
 
-from orchestrator import executors
-from orchestrator.executors import ExecutorKind, executor_names
+from orchestrator import executors, providers
+from orchestrator.costs import Price
+from orchestrator.errors import SpecError
+from orchestrator.executors import ExecutorKind, execute, executor_names
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.matrix import Cell
+from orchestrator.providers import BaseProvider, Launch, ProviderKind
 from orchestrator.records import Record
+from orchestrator.spec import load_spec
 from orchestrator.sweep import SweepOptions, run_sweep
 from tests.conftest import PROJECT, journal, run_cli
 
@@ -97,7 +105,7 @@ def test_an_unregistered_executor_is_one_located_line(matrix_file, tmp_path):
         "(registered: docker, process)")
 
 
-class LabProvider:
+class LabProvider(BaseProvider):
     """A user's provider: its lab's registry logs in with a token; other registries are not
     its business."""
 
@@ -109,10 +117,7 @@ class LabProvider:
 
 def test_registry_credentials_come_from_the_provider_that_owns_the_registry(monkeypatch,
                                                                             moto_server):
-    from orchestrator import providers
-
-    monkeypatch.setitem(providers._REGISTRY, "lab",
-                        providers.ProviderKind("lab", load=LabProvider))
+    monkeypatch.setitem(providers._REGISTRY, "lab", ProviderKind("lab", (), load=LabProvider))
     assert providers.registry_auth("registry.lab.example/mb@sha256:ab", for_push=False) == \
         {"username": "bench", "password": "pull"}
     assert providers.registry_auth("localhost:5000/matrix-bench") is None  # no login
@@ -130,3 +135,153 @@ def test_the_docker_executor_and_the_images_import_no_cloud_code():
             alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
             for alias in node.names}
         assert not {m for m in imported if m.startswith(("orchestrator.cloud", "boto3"))}, module
+
+
+class PoolGroup:
+    """The lab pool's nodes for one sweep: up on entering, each cell run on a node thread
+    with its stack's executor, down on leaving."""
+
+    def __init__(self, pool: PoolProvider, launch: Launch) -> None:
+        self.pool, self.launch = pool, launch
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PoolGroup:
+        self.pool.events.append("up")
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        for index, cell in enumerate(self.launch.cells):
+            self.launch.take(cell, execute(cell, self.launch.run_dir, self.launch.tool,
+                                           self.launch.images, node_id=f"pool-{index}"))
+
+    def wait(self) -> None:
+        self.thread.join()
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.thread.join()
+        self.pool.events.append("down")
+
+
+class PoolProvider(BaseProvider):
+    """A user's provider: a lab's batch pool, hardware kind `pool`, sized small or large,
+    billed by the lab's rate card, its leftovers a list it keeps."""
+
+    launches = True
+    RATES: ClassVar[dict[str, float]] = {"small": 0.5, "large": 2.0}
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.checked: list[str] = []
+        self.leftovers = {"run-a": "pool node 7", "live-run": "pool node 9"}
+
+    def hardware_problem(self, hardware):
+        if hardware.instance_type not in self.RATES:
+            return f"the pool has sizes {', '.join(self.RATES)}, not {hardware.instance_type!r}"
+        return None
+
+    def prices(self, spec, hardware, warn):
+        return {h.name: Price(self.RATES[str(h.instance_type)], "lab-rate-card", "2026-11-01")
+                for h in hardware}
+
+    def check_launch(self, spec, cells, say):
+        self.checked = [cell.cell_id for cell in cells]
+
+    def launch(self, launch: Launch) -> PoolGroup:
+        return PoolGroup(self, launch)
+
+    def remove_leftovers(self, owned_runs, dry_run, region):
+        gone = [f"release {node} (run {run})" for run, node in sorted(self.leftovers.items())
+                if run not in owned_runs]
+        if not dry_run:
+            self.leftovers = {r: n for r, n in self.leftovers.items() if r in owned_runs}
+        return gone
+
+
+POOL_MATRIX = """
+name: pooled
+hardware:
+  - {name: pool-small, kind: pool, instance_type: small}
+  - {name: box, kind: local}
+stacks: [{name: low-priority, executor: niced}]
+workloads: [{name: sleep, params: {seconds: 0.1, steps: [1, 2]}}]
+budget_usd: 5
+"""
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    provider = PoolProvider()
+    monkeypatch.setitem(providers._REGISTRY, "pool",
+                        ProviderKind("pool", ("pool",), load=lambda: provider))
+    return provider
+
+
+def test_a_provider_and_an_executor_registered_outside_the_orchestrator_run_a_sweep(
+        niced, pool, matrix_file, tmp_path):
+    console = Console(record=True, width=200)
+    summary = run_sweep(matrix_file(POOL_MATRIX), SweepOptions(output=tmp_path / "run",
+                                                               no_ray=True), console)
+    assert summary.statuses == {"ok": 4}
+    assert pool.events == ["up", "down"]  # launched once, torn down once
+    records = journal(tmp_path / "run")
+    cells = {r["cell_id"]: r for r in records if r["record"] == "cell"}
+    pooled = {i for i, r in cells.items() if r["hardware"] == "pool-small"}
+    assert sorted(pool.checked) == sorted(pooled) and len(pooled) == 2
+    assert sorted(niced.ran) == sorted(cells)  # every cell through the user's executor
+    assert {cells[i]["node_id"] for i in pooled} == {"niced:pool-0", "niced:pool-1"}
+    provenance = {r["cell_id"]: r for r in records if r["record"] == "provenance"}
+    for cell_id in cells:
+        price = provenance[cell_id].get("price_per_hour_usd")
+        assert price == (0.5 if cell_id in pooled else None)
+    assert {provenance[i]["price_source"] for i in pooled} == {"lab-rate-card 2026-11-01"}
+    text = console.export_text()
+    assert "price: pool-small $0.5/h (lab-rate-card 2026-11-01)" in text
+    assert re.search(r"estimated cost: up to \$\d+\.\d\d of budget_usd 5", text)
+    assert "pool-small" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_providers_hardware_kind_and_its_checks_reach_the_matrix_loader(
+        pool, niced, matrix_file):
+    assert "pool" in providers.hardware_kinds()
+    load_spec(matrix_file(POOL_MATRIX))
+    with pytest.raises(SpecError) as bad:
+        load_spec(matrix_file(POOL_MATRIX.replace("instance_type: small", "instance_type: huge")))
+    assert (bad.value.line, bad.value.field) == (3, "hardware[0]")
+    assert "the pool has sizes small, large, not 'huge'" in str(bad.value)
+
+
+def test_cleanup_asks_every_provider_for_its_leftovers(pool, moto_server, tmp_path):
+    """The user's provider beside aws (moto: nothing left there)."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    (tmp_path / "reports").mkdir()
+    result = CliRunner().invoke(app, ["cleanup", "--dry-run", "--reports",
+                                      str(tmp_path / "reports")], catch_exceptions=False)
+    assert "would release pool node 7 (run run-a)" in result.output
+    assert len(pool.leftovers) == 2  # a dry run changes nothing
+
+
+def test_no_executor_or_hardware_kind_is_compared_outside_its_own_package():
+    """The core asks the registries; only an implementation names itself (`cloud/` is the
+    aws provider, `executors/docker.py` the docker executor)."""
+    names = {"ec2", "docker", "local", "process", "aws"}
+    own = ("orchestrator/cloud/", "orchestrator/executors/docker.py",
+           "orchestrator/executors/process.py", "orchestrator/providers/local.py")
+    found = []
+    for path in sorted((PROJECT / "orchestrator").rglob("*.py")):
+        relative = path.relative_to(PROJECT).as_posix()
+        if relative.startswith(own):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                for operand in operands:
+                    values = operand.elts if isinstance(operand, ast.Tuple | ast.List | ast.Set) \
+                        else [operand]
+                    found += [f"{relative}:{node.lineno}" for value in values
+                              if isinstance(value, ast.Constant) and value.value in names]
+    assert found == []

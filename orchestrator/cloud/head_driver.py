@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.budget import BudgetGuard
+from orchestrator.costs import budget_guard
 from orchestrator.dispatch import NODE_WAIT_GRACE_S, RayDispatcher
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images import ImageRef
@@ -57,10 +57,8 @@ def records_line(seq: int, cell_id: str, records: list[Record]) -> str:
 
 def drive(spec: DriverInput) -> None:
     """Run the cells on this cluster, printing each cell's records as it ends."""
-    guard = None
-    if spec.budget_usd is not None:
-        guard = BudgetGuard(spec.budget_usd, spec.usd_per_hour, spec.estimate_s,
-                            fixed_usd_per_hour=spec.head_usd_per_hour)
+    guard = budget_guard(spec.budget_usd, spec.usd_per_hour, dict(spec.estimate_s),
+                         fixed_usd_per_hour=spec.head_usd_per_hour)
     dispatcher = RayDispatcher(Path(spec.run_root).expanduser(), spec.tool, [], address="auto",
                                node_wait_grace_s=spec.node_wait_grace_s)
     try:

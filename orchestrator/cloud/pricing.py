@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from orchestrator.costs import Price
 
 # us-east-1, Linux, shared tenancy, on-demand USD per hour, from the EC2 on-demand pricing
 # page as it stood on SHIPPED_AS_OF. AWS cut P4d and P5 prices in June 2025: those two rows
@@ -35,17 +37,6 @@ SPOT_TTL = timedelta(hours=1)
 LOCATIONS = {"us-east-1": "US East (N. Virginia)", "us-east-2": "US East (Ohio)",
              "us-west-2": "US West (Oregon)", "eu-west-1": "EU (Ireland)",
              "eu-central-1": "EU (Frankfurt)", "ap-northeast-1": "Asia Pacific (Tokyo)"}
-
-
-@dataclass(frozen=True)
-class Price:
-    usd_per_hour: float
-    source: str  # "pricing-api", "spot-price-history" or "shipped-table"
-    as_of: str  # ISO date (table) or timestamp (API) of the figure
-
-    def describe(self) -> str:
-        """How rows and messages name it: the source with its date."""
-        return f"{self.source} {self.as_of[:10]}"
 
 
 def shipped_price(instance_type: str, region: str) -> Price | None:

@@ -1,23 +1,122 @@
 """Providers: where a sweep's nodes come from, registered by name like executors.
 
-A provider will own everything about its nodes (issue 23, item 2): which hardware it
-offers, at what price, how nodes are launched and torn down, and what a run leaves behind.
-The first responsibility behind this seam is the registry credentials for stack images:
-the Docker executor and the image push ask `registry_auth(reference)`, and the provider
-whose registry it is answers, so that neither imports a cloud SDK. `aws` (ECR) is
-registered below; a new provider is one module and one `register_provider` call.
+A provider offers one or more hardware kinds (`kind:` of a matrix's hardware entry) and
+owns everything about their nodes: which entries are valid, what the plan cannot run on
+them, what they cost, how nodes come up for a set of cells and go again, the credentials
+of its image registry, and what a run may leave behind. The core asks; only the
+provider's own package knows its cloud. Two are built in:
+
+- `local` (`providers/local.py`): kind `local`, this machine. Its cells run here, serially
+  or on an embedded Ray, or on the existing Ray cluster given with `--ray-address`: that
+  cluster takes the place of every provider's nodes and decides which hardware exists.
+- `aws` (`cloud/provider.py`): kind `ec2`. Its cells run on a Ray cluster it launches for
+  the sweep, with a driver on the head; prices, quotas, ECR, S3 and cleanup are its own.
+
+A provider that `launches` gets its cells as a `Launch` and returns a `CellGroup`: a
+context manager inside which its nodes are up and its cells run, handing each cell's
+records to `Launch.take`; leaving it tears the nodes down however the block ends. That
+fits a scheduler that takes batch jobs (Slurm: submit an array, follow its files) as well
+as one that brings nodes up (KubeRay). A new provider is one module and one
+`register_provider` call; the registry holds light declarations, so validating a matrix
+loads a provider's module but never its SDK.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from orchestrator.costs import Price
+    from orchestrator.executors.outcome import ToolInfo
+    from orchestrator.hardware import LocalMachine
+    from orchestrator.images import ImageRef
+    from orchestrator.matrix import Cell
+    from orchestrator.records import Record
+    from orchestrator.spec import Hardware, MatrixSpec
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a launching provider is given to run a group of cells on its own nodes."""
+
+    spec: MatrixSpec
+    run_dir: Path  # the local run directory: its name is the run's id
+    cells: list[Cell]
+    images: dict[str, ImageRef]  # stack name -> the image its cells run in
+    tool: ToolInfo
+    prices: dict[str, Price]  # hardware name -> its price, from `prices`
+    estimate_s: dict[str, float]  # cell id -> estimated seconds (for the budget)
+    take: Callable[[Cell, list[Record]], None]  # each cell's records, as it ends
+    say: Say
+    options: dict[str, Any] = field(default_factory=dict)  # the provider's own (tests: a
+    # launcher that brings nodes up locally)
+
+
+class CellGroup(Protocol):
+    """A launched group: inside the context its nodes are up and its cells run."""
+
+    def __enter__(self) -> CellGroup: ...
+
+    def wait(self) -> None:
+        """Return once every cell of the group has its records (Ctrl-C interrupts)."""
+        ...
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Tear the nodes down, however the block ended."""
+        ...
 
 
 class Provider(Protocol):
     """What the rest of the tool asks of a provider."""
+
+    launches: bool  # its cells run on nodes it brings up (else here or at --ray-address)
+
+    def hardware_problem(self, hardware: Hardware) -> str | None:
+        """Why this entry of one of its kinds cannot be had (a missing or unknown instance
+        type, a setting of another kind), or None. Shown at the entry's line."""
+        ...
+
+    def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
+        """(where in the matrix, what is wrong) for a setting the provider needs, or None:
+        asked of every provider, so its own section is checked whether or not used."""
+        ...
+
+    def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
+        """Why the plan cannot run `cell` of one of its kinds on its nodes, or None.
+        `launch`: whether the sweep may bring nodes up (not with --no-ray)."""
+        ...
+
+    def prices(self, spec: MatrixSpec, hardware: list[Hardware], warn: Say
+               ) -> dict[str, Price]:
+        """Hardware name -> its price per hour, for the entries that have one."""
+        ...
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], say: Say) -> None:
+        """Refuse (a user error) before anything is built when `cells` cannot be launched:
+        quotas, a missing SDK."""
+        ...
+
+    def launch(self, launch: Launch) -> CellGroup:
+        """The group that runs `launch.cells` on nodes brought up for them."""
+        ...
+
+    def after_run(self, spec: MatrixSpec, run_dir: Path, say: Say) -> None:
+        """Deliver a whole run's results where the provider keeps them (S3), if asked to."""
+        ...
+
+    def remove_leftovers(self, owned_runs: set[str], dry_run: bool, region: str | None
+                         ) -> list[str]:
+        """Remove what runs no live sweep owns left on the provider's nodes (instances,
+        keys); one line per thing done (or that would be, if `dry_run`)."""
+        ...
 
     def registry_auth(self, reference: str, for_push: bool) -> dict[str, str] | None:
         """Docker credentials for `reference` (host/repository[:tag|@digest]) where it is
@@ -26,12 +125,55 @@ class Provider(Protocol):
         ...
 
 
+class BaseProvider:
+    """The answers of a provider with nothing to say: subclass it and override what yours
+    does (a provider need not price, launch or clean up)."""
+
+    launches = False
+
+    def hardware_problem(self, hardware: Hardware) -> str | None:
+        return None
+
+    def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
+        return None
+
+    def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
+        return None
+
+    def prices(self, spec: MatrixSpec, hardware: list[Hardware], warn: Say
+               ) -> dict[str, Price]:
+        return {}
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], say: Say) -> None:
+        return None
+
+    def launch(self, launch: Launch) -> CellGroup:
+        raise NotImplementedError(f"{type(self).__name__} runs its cells here; it launches "
+                                  "no nodes")
+
+    def after_run(self, spec: MatrixSpec, run_dir: Path, say: Say) -> None:
+        return None
+
+    def remove_leftovers(self, owned_runs: set[str], dry_run: bool, region: str | None
+                         ) -> list[str]:
+        return []
+
+    def registry_auth(self, reference: str, for_push: bool) -> dict[str, str] | None:
+        return None
+
+
 @dataclass(frozen=True)
 class ProviderKind:
-    """A registered provider: its name and how to load it (imported only when asked)."""
+    """A registered provider: its name, the hardware kinds it offers, and how to load it
+    (imported only when asked)."""
 
     name: str
+    hardware_kinds: tuple[str, ...]
     load: Callable[[], Provider]
+
+
+class UnknownProvider(KeyError):
+    """No registered provider offers a hardware kind (the matrix was not validated)."""
 
 
 _REGISTRY: dict[str, ProviderKind] = {}
@@ -45,11 +187,37 @@ def provider_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def hardware_kinds() -> list[str]:
+    """Every hardware kind some provider offers, in the order they were registered."""
+    return [kind for provider in _REGISTRY.values() for kind in provider.hardware_kinds]
+
+
+def registered_for(hardware_kind: str) -> ProviderKind:
+    """The registration of the provider that offers `hardware_kind`."""
+    for provider in _REGISTRY.values():
+        if hardware_kind in provider.hardware_kinds:
+            return provider
+    raise UnknownProvider(hardware_kind)
+
+
+def provider_for(hardware_kind: str) -> Provider:
+    """The provider that offers `hardware_kind`."""
+    return registered_for(hardware_kind).load()
+
+
+def provider_named(name: str) -> Provider:
+    return _REGISTRY[name].load()
+
+
+def providers() -> list[Provider]:
+    return [_REGISTRY[name].load() for name in provider_names()]
+
+
 def registry_auth(reference: str, for_push: bool = True) -> dict[str, str] | None:
     """The credentials the provider owning `reference`'s registry gives, or None (a registry
     without login, such as a local one)."""
-    for name in provider_names():
-        auth = _REGISTRY[name].load().registry_auth(reference, for_push)
+    for provider in providers():
+        auth = provider.registry_auth(reference, for_push)
         if auth is not None:
             return auth
     return None
@@ -62,4 +230,5 @@ def _builtin(module: str) -> Callable[[], Provider]:
     return load
 
 
-register_provider(ProviderKind("aws", load=_builtin("orchestrator.cloud.provider")))
+register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
+register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.cloud.provider")))

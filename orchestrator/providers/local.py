@@ -1,0 +1,32 @@
+"""The `local` provider: kind `local`, the machine the sweep runs on (or, with
+`--ray-address`, whichever node of that cluster offers the entry). Nothing to launch,
+price or clean up; the plan only checks that this machine has the GPUs an entry asks for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.providers import BaseProvider
+
+if TYPE_CHECKING:
+    from orchestrator.hardware import LocalMachine
+    from orchestrator.matrix import Cell
+    from orchestrator.spec import Hardware
+
+
+class LocalProvider(BaseProvider):
+    launches = False
+
+    def hardware_problem(self, hardware: Hardware) -> str | None:
+        if hardware.spot:
+            return "spot applies to kind ec2 only"
+        return None
+
+    def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
+        gpus = cell.hardware.gpus
+        if gpus > local.gpu_count:
+            return f"incompatible: needs {gpus} GPU(s), this machine has {local.gpu_count}"
+        return None
+
+
+PROVIDER = LocalProvider()
