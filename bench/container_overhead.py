@@ -35,12 +35,12 @@ from rich.console import Console
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from orchestrator.build import build_images, image_stacks  # noqa: E402
 from orchestrator.executors import execute  # noqa: E402
-from orchestrator.matrix import expand  # noqa: E402
-from orchestrator.records import CellRecord, MeasurementRecord  # noqa: E402
-from orchestrator.spec import load_spec  # noqa: E402
-from orchestrator.sweep import tool_info  # noqa: E402
+from orchestrator.images.build import build_images, image_stacks  # noqa: E402
+from orchestrator.plan.cells import expand  # noqa: E402
+from orchestrator.results.records import CellRecord, MeasurementRecord  # noqa: E402
+from orchestrator.run.sweep import tool_info  # noqa: E402
+from orchestrator.spec.model import load_spec  # noqa: E402
 
 MATRIX = """name: container-overhead
 hardware: [{{name: box, kind: local}}]

@@ -125,9 +125,9 @@ def child_ours(warmup: int, steps: int) -> dict[str, Any]:
     import torch
 
     import workloads.lstm_lm.workload as workload
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
-    from orchestrator.worker import main as worker_main
+    from orchestrator.plan.cells import expand
+    from orchestrator.spec.load import load_spec
+    from orchestrator.worker.main import main as worker_main
 
     with tempfile.TemporaryDirectory() as tmp:
         matrix_file = Path(tmp) / "matrix.yaml"
@@ -361,7 +361,7 @@ def run_child(side: str, args: argparse.Namespace) -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     import torch
 
-    from orchestrator.host import cpu_model
+    from orchestrator.worker.host import cpu_model
 
     return {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
             "python": platform.python_version(), "torch": torch.__version__,
@@ -493,7 +493,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse(argv)
     sys.path.insert(0, str(PROJECT))
-    from orchestrator import datasets
+    from orchestrator.worker import datasets
 
     args.data = args.data or datasets.data_dir()
     os.environ["MATRIX_BENCH_DATA"] = str(args.data)

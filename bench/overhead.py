@@ -73,7 +73,7 @@ SLEEPER_REPEATS = 20  # ... end at phases spread evenly over Popen.wait's 50 ms 
 POLL_PERIOD_S = 0.05  # Popen.wait(timeout) sleeps up to this long between polls (CPython)
 RAY_START_REPEATS = 5  # Ray's cold start varies by seconds: more samples than the others
 STOP_GRACE_S = 10.0
-# The embedded dispatcher's ray.init arguments (orchestrator/dispatch.py).
+# The embedded dispatcher's ray.init arguments (orchestrator/run/dispatch.py).
 EMBEDDED_INIT = {"include_dashboard": False, "log_to_driver": False,
                  "object_store_memory": 100 * 1024 * 1024, "configure_logging": False,
                  "namespace": "matrix-bench"}

@@ -3,8 +3,8 @@ derived columns, report.md and its figures, for runs of growing size.
 
 A synthetic journal (no workload runs) of C configurations of `lstm_lm` x 3 repeats x 5
 epochs on 4 hardware entries, every tenth cell failed, written through the real
-ResultStore; then `store.frame()` and `write_report()` are timed in this process, median
-of three. The judging of every row (orchestrator/judge.py, part of `frame()`) is also timed
+ResultStore; then `run_frame(store)` and `write_report()` are timed in this process, median
+of three. The judging of every row (orchestrator/report/judge.py, part of `frame()`) is also timed
 alone, on the frame it judges. Usage: python bench/report_speed.py [--configs 10 100 400]
 """
 
@@ -22,11 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.analysis import add_scaling_columns
-from orchestrator.judge import judged
-from orchestrator.records import CellRecord, MeasurementRecord, ProvenanceRecord
-from orchestrator.report import write_report
-from orchestrator.results import ResultStore
+from orchestrator.report.analysis import add_scaling_columns
+from orchestrator.report.frame import recorded, run_frame
+from orchestrator.report.judge import judged
+from orchestrator.report.writer import write_report
+from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord
+from orchestrator.results.store import ResultStore
 
 HARDWARE = ("c5.xlarge", "c5.18xlarge", "p3.8xlarge-1gpu", "laptop")
 # Every parameter lstm_lm's FLOP model reads, so every row is judged against a peak.
@@ -80,9 +81,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for configs in args.configs:
             store = synthetic_run(Path(tmp) / f"run{configs}", configs)
-            frame_s = timed(store.frame)
-            df = store.frame()
-            unjudged = add_scaling_columns(store.joined())
+            frame_s = timed(lambda store=store: run_frame(store))
+            df = run_frame(store)
+            unjudged = add_scaling_columns(recorded(store))
             judge_s = timed(lambda unjudged=unjudged: judged(unjudged))
             report_s = timed(lambda df=df, store=store: write_report(store.root, df))
             rows.append({"configs": configs, "cells": configs * 3, "rows": len(df),

@@ -23,11 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from orchestrator.hardware import detect_local
-from orchestrator.matrix import Cell, expand
-from orchestrator.plan import make_plan
-from orchestrator.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record
-from orchestrator.results import ResultStore
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import Cell, expand
+from orchestrator.plan.planner import make_plan
+from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record
+from orchestrator.results.store import ResultStore
+from orchestrator.spec.load import load_spec
 
 EPOCHS = 5
 

@@ -236,7 +236,7 @@ def machine() -> dict[str, Any]:
     import torch
     import transformers
 
-    from orchestrator.host import cpu_model
+    from orchestrator.worker.host import cpu_model
 
     return {"nproc": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
             "python": platform.python_version(), "torch": torch.__version__,

@@ -10,12 +10,17 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
-from orchestrator.compare import RULE as COMPARE_RULE
 from orchestrator.errors import MatrixError, MatrixWarning
+from orchestrator.report.compare import RULE as COMPARE_RULE
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from orchestrator.plan.planner import Selector
 
 app = typer.Typer(
     help="Run deep-learning training benchmarks over a matrix of hardware and software stacks.",
@@ -31,14 +36,14 @@ Only = Annotated[list[str] | None, typer.Option(
 Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already finished ok.")]
 
 
-def _console():
+def _console() -> Console:
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=True)
 
 
-def _selectors(only: list[str] | None):
-    from orchestrator.plan import Selector
+def _selectors(only: list[str] | None) -> tuple[Selector, ...]:
+    from orchestrator.plan.planner import Selector
 
     return tuple(Selector.parse(text) for text in only or [])
 
@@ -59,7 +64,7 @@ def run(
     ] = False,
 ) -> None:
     """Run every cell of the matrix that has not finished ok yet, then write the report."""
-    from orchestrator.sweep import SweepOptions, run_sweep
+    from orchestrator.run.sweep import SweepOptions, run_sweep
 
     options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
                            only=_selectors(only), rerun=rerun,
@@ -75,7 +80,7 @@ def run(
 def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
          rerun: Rerun = False) -> None:
     """Show the cells that would run, those skipped and why, and an estimate of the time."""
-    from orchestrator.plan_view import show_plan
+    from orchestrator.plan.view import show_plan
 
     show_plan(matrix_file, output, _selectors(only), rerun, _console())
 
@@ -84,9 +89,9 @@ def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
 def build(matrix_file: MatrixFile, output: Output = None) -> None:
     """Build the image of every stack that runs in one (only those missing), and push them
     where the matrix names a registry."""
-    from orchestrator.build import build_images, image_stacks
-    from orchestrator.spec import load_spec
-    from orchestrator.sweep import run_dir_for
+    from orchestrator.images.build import build_images, image_stacks
+    from orchestrator.run.sweep import run_dir_for
+    from orchestrator.spec.load import load_spec
 
     spec = load_spec(matrix_file)
     stacks = image_stacks(spec)
@@ -112,7 +117,7 @@ def lock(wheelhouse: Annotated[Path, typer.Argument(
              "--output", "-o", help="The lock file to write, images/locks/<stack>.txt.")],
          ) -> None:
     """Write a stack's lock file: every wheel of a wheelhouse, pinned by its sha256."""
-    from orchestrator.images import lock_from_wheelhouse
+    from orchestrator.images.stack_image import lock_from_wheelhouse
 
     text = lock_from_wheelhouse(wheelhouse)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -133,11 +138,11 @@ def cluster_config(
     aws.ami or the Deep Learning Base AMI (SSM)."""
     import yaml
 
-    from orchestrator.cloud.cluster import Clients, security_group
-    from orchestrator.cloud.network import ssh_cidr_problem
-    from orchestrator.cloud.ray_cluster import ClusterConfigError, node_setup, validated
-    from orchestrator.cloud.ray_cluster import cluster_config as render
-    from orchestrator.spec import load_spec
+    from orchestrator.providers.aws.cluster import Clients, security_group
+    from orchestrator.providers.aws.network import ssh_cidr_problem
+    from orchestrator.providers.aws.ray_cluster import ClusterConfigError, node_setup, validated
+    from orchestrator.providers.aws.ray_cluster import cluster_config as render
+    from orchestrator.spec.load import load_spec
 
     spec = load_spec(matrix_file)
     aws = spec.aws
@@ -153,12 +158,12 @@ def cluster_config(
     if aws.ami:
         ami = aws.ami
     else:
-        from orchestrator.cloud.aws import default_ami
+        from orchestrator.providers.aws.aws import default_ami
 
         ami = default_ami(clients.ssm)
     setup = node_setup()
 
-    def render_for(group: str) -> dict:
+    def render_for(group: str) -> dict[str, Any]:
         return render(spec, run_id=spec.name, ami=ami, key_name=f"matrix-bench-{spec.name}",
                       ssh_private_key=f"~/.ssh/matrix-bench-{spec.name}.pem",
                       security_group_id=group, setup_commands=setup)
@@ -183,7 +188,7 @@ def cleanup(
     (tagged matrix-bench-run), sparing the runs a live sweep owns, and list what was done:
     each provider removes its own leftovers."""
     from orchestrator.providers import providers
-    from orchestrator.results import owned_runs
+    from orchestrator.results.store import owned_runs
 
     owned = set(owned_runs(reports))
     actions = [action for provider in providers()
@@ -199,9 +204,9 @@ def cleanup(
 def validate(matrix_file: MatrixFile) -> None:
     """Check a matrix file; errors name the file, line and field. Notes what its images
     still need before they can build (a lock file)."""
-    from orchestrator.images import image_problems
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
+    from orchestrator.images.stack_image import image_problems
+    from orchestrator.plan.cells import expand
+    from orchestrator.spec.load import load_spec
 
     spec = load_spec(matrix_file)
     cells = expand(spec)
@@ -218,7 +223,7 @@ def schema() -> None:
     """Print the JSON Schema of the matrix file (for editors)."""
     import json
 
-    from orchestrator.spec import json_schema
+    from orchestrator.spec.load import json_schema
 
     typer.echo(json.dumps(json_schema(), indent=2))
 
@@ -227,7 +232,7 @@ def schema() -> None:
 def list_runs(reports: Annotated[Path, typer.Option(help="Where runs live.")] = Path("reports"),
               ) -> None:
     """List the runs under reports/ with their cells per status."""
-    from orchestrator.results import list_runs as find_runs
+    from orchestrator.results.store import list_runs as find_runs
 
     runs = find_runs(reports)
     if not runs:
@@ -246,7 +251,7 @@ def fetch(uri: Annotated[str, typer.Argument(help="s3://bucket/prefix/<run>", sh
     """Download a run's results from S3 into a local run directory."""
     import boto3
 
-    from orchestrator.cloud.s3 import download_run, split_uri
+    from orchestrator.providers.aws.s3 import download_run, split_uri
 
     _, prefix = split_uri(uri)
     destination = output or Path("reports") / prefix.rstrip("/").split("/")[-1]
@@ -267,10 +272,11 @@ def report(
     """Write the parquet of one or many runs merged, and report.md with its plots: tables per
     workload (and in the seeds' shapes), best choices, scaling, cost, failures, environment."""
     from orchestrator.errors import RunDirError
-    from orchestrator.interrupts import signals_deferred
-    from orchestrator.report import write_report
-    from orchestrator.results import write_parquet
-    from orchestrator.runs import local_run, merged_frame
+    from orchestrator.report.frame import merged_frame, run_frame
+    from orchestrator.report.writer import write_report
+    from orchestrator.results.runs import local_run
+    from orchestrator.results.store import write_parquet
+    from orchestrator.run.interrupts import signals_deferred
 
     if len(sources) > 1 and output is None:
         raise typer.BadParameter("several runs are merged into a new directory: give -o DIR")
@@ -280,7 +286,7 @@ def report(
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunDirError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
-    df = merged_frame(stores) if len(stores) > 1 else stores[0].frame()
+    df = merged_frame(stores) if len(stores) > 1 else run_frame(stores[0])
     with signals_deferred() as pending:  # both whole, of the same journal
         write_parquet(df, out_dir / "results.parquet")
         path = write_report(out_dir, df, title=None if len(stores) == 1 else
@@ -301,12 +307,13 @@ def compare(
         min=0.0, max=1.0, help="The smallest change that counts (0.05: 5%).")] = 0.05,
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
 ) -> None:
-    from orchestrator.compare import compare_runs
-    from orchestrator.compare_view import show_comparison
-    from orchestrator.runs import local_run
+    from orchestrator.report.compare import compare_runs
+    from orchestrator.report.compare_view import show_comparison
+    from orchestrator.report.frame import run_frame
+    from orchestrator.results.runs import local_run
 
-    base_frame = local_run(base, region).frame()
-    new_frame = local_run(new, region).frame()
+    base_frame = run_frame(local_run(base, region))
+    new_frame = run_frame(local_run(new, region))
     found = compare_runs(base_frame, new_frame, threshold)
     regressions = show_comparison(found, base_frame, new_frame, threshold, _console())
     if regressions:

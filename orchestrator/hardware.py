@@ -1,5 +1,5 @@
-"""The hardware catalogue: EC2 instance types and the local machine as detected (Contracts:
-hardware catalogue). The peak FLOP/s a device is judged against are in orchestrator/peaks.py.
+"""The hardware catalogue: EC2 instance types and the local machine as detected. The peak
+FLOP/s a device is judged against are in orchestrator/report/peaks.py.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.host import cpu_model, hostname
+from orchestrator.worker.host import cpu_model, hostname
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ def region_problem(region: str) -> str | None:
 
 def described_instance_types(ec2: Any, names: list[str]) -> dict[str, InstanceType]:
     """The named types as `describe_instance_types` reports them (an EC2 client from boto3);
-    types the region does not offer are left out."""
+    types the region does not offer are left out. tests/test_ec2_catalogue.py holds the
+    shipped catalogue above against it, so a wrong vCPU or memory figure cannot hide."""
     found: dict[str, InstanceType] = {}
     paginator = ec2.get_paginator("describe_instance_types")
     for page in paginator.paginate(Filters=[{"Name": "instance-type", "Values": names}]):

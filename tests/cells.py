@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.cell_file import CellFile, cell_file_content
-from orchestrator.context import Context, RecordWriter
-from orchestrator.identity import cell_id_of, config_id_of
-from orchestrator.matrix import Cell
-from orchestrator.registry import load_workload
-from orchestrator.spec import Hardware, Stack
+from orchestrator.executors.outcome import cell_file_content
+from orchestrator.plan.cells import Cell
+from orchestrator.plan.identity import cell_id_of, config_id_of
+from orchestrator.spec.model import Hardware, Stack
+from orchestrator.worker.cell_file import CellFile
+from orchestrator.worker.context import Context, RecordWriter
+from orchestrator.workload_registry import load_workload
 
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -34,6 +34,20 @@ FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testin
                 "AWS_DEFAULT_REGION": "us-east-1"}
 
 
+# The fast tier (`-m "not slow"`) leaves out what needs these markers or fixtures, as well as
+# the modules that say `pytestmark = pytest.mark.slow` (CONTRIBUTING.md).
+SLOW_MARKERS = ("ray", "docker", "e2e")
+SLOW_FIXTURES = ("ray_cluster", "registry", "image_env")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if any(item.get_closest_marker(name) for name in SLOW_MARKERS) or \
+                any(name in fixtures for name in SLOW_FIXTURES):
+            item.add_marker(pytest.mark.slow)
+
+
 def write(path: Path, text: str) -> Path:
     path.write_text(textwrap.dedent(text).lstrip())
     return path

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine import EngineUnavailable, docker_client
-from orchestrator.images import lock_from_wheelhouse
+from orchestrator.images.engine import EngineUnavailable, docker_client
+from orchestrator.images.stack_image import lock_from_wheelhouse
 
 BASE_TAG = "matrix-bench-test-base:bookworm-py3"
 DEBIAN_MIRROR = os.environ.get("MATRIX_BENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")

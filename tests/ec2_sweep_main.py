@@ -11,7 +11,7 @@ from rich.console import Console
 
 from orchestrator.errors import MatrixError
 from orchestrator.redact import guard_logging
-from orchestrator.sweep import SweepOptions, run_sweep
+from orchestrator.run.sweep import SweepOptions, run_sweep
 from tests.aws_env import LoopbackLauncher
 
 

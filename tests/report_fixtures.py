@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
-from orchestrator.results import ResultStore
+from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
+from orchestrator.results.store import ResultStore
 
 UNITS = {"lstm_lm": "word", "rnn_micro": "example", "transformer_ft": "sample",
          "sleep": "sample"}

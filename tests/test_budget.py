@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from orchestrator.budget import BudgetGuard
-from orchestrator.matrix import Cell
+from orchestrator.plan.cells import Cell
+from orchestrator.run.budget import BudgetGuard
 from tests.cells import make_cell_model
 
 

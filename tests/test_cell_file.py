@@ -9,7 +9,9 @@ import json
 
 import pytest
 
-from orchestrator.cell_file import (
+from orchestrator.executors.outcome import FAILURE_STATUS
+from orchestrator.plan.cells import Cell
+from orchestrator.worker.cell_file import (
     CELL_FILE_VERSION,
     CellFile,
     CellFileError,
@@ -17,8 +19,6 @@ from orchestrator.cell_file import (
     CellStack,
     FailureKind,
 )
-from orchestrator.executors.outcome import FAILURE_STATUS
-from orchestrator.matrix import Cell
 from tests.cells import make_cell, make_cell_model, run_worker
 
 

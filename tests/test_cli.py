@@ -88,7 +88,7 @@ def test_help_imports_no_heavy_module():
 
 
 def test_the_worker_imports_nothing_heavy_of_its_own(tmp_path):
-    code = "import orchestrator.worker, orchestrator.context, orchestrator.measure"
+    code = "import orchestrator.worker.main"  # the worker package: context, measure, ...
     # importlib.metadata alone costs each cell ~30 ms (bench/overhead.py caught it): it is
     # imported only when a stack pins a framework version.
     assert imported_after(code, (*HEAVY, "importlib.metadata", "email")) == set()

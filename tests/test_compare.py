@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from orchestrator.compare import MIN_REPEATS, Verdict, compare_runs, verdict
-from orchestrator.results import ResultStore
+from orchestrator.report.compare import MIN_REPEATS, Verdict, compare_runs, verdict
+from orchestrator.report.frame import run_frame
+from orchestrator.results.store import ResultStore
 from tests.conftest import run_cli
 from tests.test_report import add_cell
 
@@ -40,7 +41,7 @@ def runs(tmp_path):
 
 def test_the_known_regression_is_found_and_only_it(runs):
     base, new = runs
-    found = {c.config_id: c for c in compare_runs(base.frame(), new.frame())}
+    found = {c.config_id: c for c in compare_runs(run_frame(base), run_frame(new))}
     assert found["a"].verdict == Verdict.REGRESSION
     assert found["a"].ratio == pytest.approx(0.8, abs=0.03)
     assert found["a"].low < found["a"].ratio < found["a"].high < 1
@@ -53,7 +54,7 @@ def test_the_known_regression_is_found_and_only_it(runs):
 
 def test_a_run_compared_with_itself_marks_nothing(runs):
     base, _ = runs
-    found = compare_runs(base.frame(), base.frame())
+    found = compare_runs(run_frame(base), run_frame(base))
     assert {c.verdict for c in found} == {Verdict.EQUIVALENT, Verdict.THIN}
     assert all(c.ratio == 1 and c.low <= 1 <= c.high for c in found)
 
@@ -88,7 +89,7 @@ def spread_runs(root, repeats: int, spread: float, epochs: int = 20):
 
 def test_a_20_percent_drop_with_a_wide_spread_over_few_repeats_is_inconclusive(tmp_path):
     base, new = spread_runs(tmp_path, repeats=3, spread=0.4)
-    (found,) = compare_runs(base.frame(), new.frame())
+    (found,) = compare_runs(run_frame(base), run_frame(new))
     assert found.ratio == pytest.approx(0.8)
     assert found.low < 0.95 and found.high > 1  # 60 epochs a side would have looked certain
     assert found.verdict == Verdict.INCONCLUSIVE
@@ -96,14 +97,14 @@ def test_a_20_percent_drop_with_a_wide_spread_over_few_repeats_is_inconclusive(t
 
 def test_the_same_drop_with_more_repeats_and_a_small_spread_is_a_regression(tmp_path):
     base, new = spread_runs(tmp_path, repeats=8, spread=0.02)
-    (found,) = compare_runs(base.frame(), new.frame())
+    (found,) = compare_runs(run_frame(base), run_frame(new))
     assert found.ratio == pytest.approx(0.8)
     assert found.high < 0.85 and found.verdict == Verdict.REGRESSION
 
 
 def test_identical_runs_are_equivalent(tmp_path):
     base, _ = spread_runs(tmp_path, repeats=4, spread=0.02)
-    (found,) = compare_runs(base.frame(), base.frame())
+    (found,) = compare_runs(run_frame(base), run_frame(base))
     assert found.verdict == Verdict.EQUIVALENT and found.ratio == 1
 
 

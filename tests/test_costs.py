@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from orchestrator.cloud.pricing import SHIPPED_AS_OF, SHIPPED_PRICES
+from orchestrator.providers.aws.pricing import SHIPPED_AS_OF, SHIPPED_PRICES
 from tests.conftest import cell_records, run_cli, write
 
 MATRIX = """

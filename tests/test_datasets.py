@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import datasets
-from orchestrator.datasets import DatasetError, catalogue, fetch, sha256_of
 from orchestrator.errors import MatrixError
+from orchestrator.worker import datasets
+from orchestrator.worker.datasets import DatasetError, catalogue, fetch, sha256_of
 
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 WIKITEXT2 = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")

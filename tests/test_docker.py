@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.engine import docker_client
-from orchestrator.images import find_image, push, render
-from orchestrator.spec import load_spec
+from orchestrator.images.engine import docker_client
+from orchestrator.images.stack_image import find_image, push, render
+from orchestrator.spec.load import load_spec
 from tests.conftest import ImageEnv, cell_records, journal, run_cli, write
 
 pytestmark = pytest.mark.docker

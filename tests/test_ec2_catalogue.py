@@ -6,7 +6,7 @@ from __future__ import annotations
 import boto3
 
 from orchestrator.hardware import EC2_INSTANCE_TYPES, described_instance_types
-from orchestrator.peaks import datasheet_peak
+from orchestrator.report.peaks import datasheet_peak
 from tests.test_spec import GOOD, error_of
 
 EC2_GOOD = GOOD.replace("{name: box, kind: local}",

@@ -11,8 +11,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from orchestrator.cloud.network import RUN_TAG
-from orchestrator.cloud.quotas import QuotaError, check_quotas, vcpus_needed
+from orchestrator.providers.aws.network import RUN_TAG
+from orchestrator.providers.aws.quotas import QuotaError, check_quotas, vcpus_needed
 from tests.conftest import run_cli
 
 AMI = "ami-12c6146b"  # one of moto's built-in images

@@ -11,10 +11,11 @@ import boto3
 import pytest
 import yaml
 
-from orchestrator.cloud.aws import AwsError
-from orchestrator.cloud.cluster import Clients, ec2_cluster, prepare
-from orchestrator.cloud.network import ensure_security_group
-from orchestrator.spec import MatrixSpec, load_spec
+from orchestrator.providers.aws.aws import AwsError
+from orchestrator.providers.aws.cluster import Clients, ec2_cluster, prepare
+from orchestrator.providers.aws.network import ensure_security_group
+from orchestrator.spec.load import load_spec
+from orchestrator.spec.model import MatrixSpec
 from tests.aws_env import (
     LoopbackLauncher,
     forget_rays_aws_clients,
@@ -23,6 +24,8 @@ from tests.aws_env import (
     moto_account,
 )
 from tests.conftest import run_cli, write
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 SSH_FROM = "203.0.113.7/32"
 

@@ -17,15 +17,17 @@ from urllib.parse import urlparse
 import boto3
 import pytest
 
-from orchestrator.cloud.cluster import Clients, prepare
-from orchestrator.cloud.follower import JobFollower, stage_job
-from orchestrator.cloud.head_driver import DONE_LINE, RECORDS_LINE, DriverInput
 from orchestrator.executors.outcome import ToolInfo
-from orchestrator.matrix import Cell, expand
-from orchestrator.records import CellRecord
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import Cell, expand
+from orchestrator.providers.aws.cluster import Clients, prepare
+from orchestrator.providers.aws.follower import JobFollower, stage_job
+from orchestrator.providers.aws.head_driver import DONE_LINE, RECORDS_LINE, DriverInput
+from orchestrator.results.records import CellRecord
+from orchestrator.spec.load import load_spec
 from tests.aws_env import LoopbackLauncher, Proxy, instances_of, live, moto_account
 from tests.conftest import PROJECT, cell_records, journal, write
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 TOOL = ToolInfo(version="test", git_revision=None)
 

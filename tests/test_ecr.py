@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import boto3
 
-from orchestrator.cloud.aws import ecr_auth
+from orchestrator.providers.aws.aws import ecr_auth
 
 REGISTRY = "123456789012.dkr.ecr.us-east-1.amazonaws.com/matrix-bench"
 

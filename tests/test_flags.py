@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
-from orchestrator.matrix import expand
-from orchestrator.peaks import cpu_peak_estimate
-from orchestrator.records import Flag, Status
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import expand
+from orchestrator.report.peaks import cpu_peak_estimate
+from orchestrator.results.records import Flag, Status
+from orchestrator.spec.load import load_spec
 
 MATRIX = """
 name: flags

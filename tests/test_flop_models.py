@@ -37,8 +37,10 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from orchestrator.registry import load_workload
+from orchestrator.workload_registry import load_workload
 from tests.conftest import SHARED_DATA
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 CPU = torch.device("cpu")
 PROJECT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator import worker
-from orchestrator.measure import (
+import orchestrator.worker.main as worker
+from orchestrator.worker.measure import (
     FRAMEWORK_ENV,
     EpochMeter,
     JaxProbe,
@@ -25,6 +25,8 @@ from orchestrator.measure import (
     jax_sync,
 )
 from tests.cells import make_cell
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 GiB = 1 << 30
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +83,7 @@ def test_a_tensorflow_device_without_allocator_statistics_reports_nothing_instea
 _REAL_CPU_EPOCHS = """
 import json
 import tensorflow as tf
-from orchestrator.measure import EpochMeter, tensorflow_probes, tensorflow_sync
+from orchestrator.worker.measure import EpochMeter, tensorflow_probes, tensorflow_sync
 
 (probe,) = tensorflow_probes()
 peaks = []

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.identity import config_id_of
-from orchestrator.matrix import expand
-from orchestrator.registry import load_workload
-from orchestrator.spec import Hardware, Stack, load_spec
+from orchestrator.plan.cells import expand
+from orchestrator.plan.identity import config_id_of
+from orchestrator.spec.load import load_spec
+from orchestrator.spec.model import Hardware, Stack
+from orchestrator.workload_registry import load_workload
 
 PROJECT = Path(__file__).resolve().parents[1]
 GOLDEN = PROJECT / "tests" / "golden" / "identities.json"

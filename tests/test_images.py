@@ -14,10 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import images
-from orchestrator.images import ImageError, lock_from_wheelhouse, lock_pins, render, worker_code
-from orchestrator.registry import available_workloads
-from orchestrator.spec import Images, Stack
+from orchestrator.images import wheels
+from orchestrator.images.stack_image import (
+    ImageError,
+    lock_from_wheelhouse,
+    lock_pins,
+    render,
+    worker_code,
+)
+from orchestrator.spec.model import Images, Stack
+from orchestrator.workload_registry import available_workloads
 
 PROJECT = Path(__file__).resolve().parent.parent
 PINNED = "torch==2.13.0+cpu --hash=sha256:" + "a" * 64 + "\n"
@@ -81,7 +87,7 @@ def test_a_lock_from_a_wheelhouse_pins_each_wheel_by_its_hash(tmp_path):
 def test_a_build_step_killed_mid_download_leaves_the_wheelhouse_server_quiet(tmp_path, capfd):
     wheel = os.urandom(32 << 20)  # more than loopback's socket buffers hold
     (tmp_path / "big.whl").write_bytes(wheel)
-    with images._serve(tmp_path) as url:
+    with wheels.served(tmp_path) as url:
         port = int(url.rstrip("/").rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port)) as killed:
             killed.sendall(b"GET /big.whl HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")

@@ -7,8 +7,8 @@ import re
 
 import pandas as pd
 
-from orchestrator.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
-from orchestrator.results import ResultStore
+from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
+from orchestrator.results.store import ResultStore
 from tests.conftest import run_cli
 
 GIB = 1024 ** 3

@@ -12,11 +12,13 @@ import sys
 
 import pytest
 
-from orchestrator.matrix import expand, incompatibility
-from orchestrator.registry import load_workload
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import expand, incompatibility
+from orchestrator.spec.load import load_spec
+from orchestrator.workload_registry import load_workload
 from tests import cells as cell_files
 from tests.conftest import PROJECT, SHARED_DATA, cell_records, journal, run_cli
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 BACKENDS = [b for b in ("tensorflow", "torch", "jax") if importlib.util.find_spec(b)]
 DATA_ENV = {"MATRIX_BENCH_DATA": str(SHARED_DATA)}
@@ -187,7 +189,7 @@ REFUSAL = """
 import os, sys
 os.environ["KERAS_BACKEND"] = sys.argv[1]
 import keras
-from orchestrator.context import Unsupported
+from orchestrator.worker.context import Unsupported
 from workloads.keras_lstm.workload import require_compute_dtype
 keras.config.set_dtype_policy("mixed_bfloat16")
 require_compute_dtype(keras, "bf16", 4, False, where="this CPU")  # computes in bf16: passes

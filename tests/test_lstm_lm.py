@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.context import Unsupported
-from orchestrator.datasets import catalogue
-from orchestrator.registry import load_workload
+from orchestrator.worker.context import Unsupported
+from orchestrator.worker.datasets import catalogue
+from orchestrator.workload_registry import load_workload
 from tests import cells
 from workloads.lstm_lm.flops import WIKITEXT2_VOCAB, flops_per_item, forward_flops_per_item
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"

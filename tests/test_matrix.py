@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from orchestrator.matrix import excluded, expand, incompatibility
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import excluded, expand, incompatibility
+from orchestrator.spec.load import load_spec
 
 BASE = """
 name: grid

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.measure import EpochMeter
+from orchestrator.worker.measure import EpochMeter
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ def test_an_epoch_with_only_warmup_is_an_error():
 # a 64 MiB allocation. Fresh anonymous mappings, touched page by page, are real RSS.
 _RSS_PEAKS = """
 import json, mmap
-from orchestrator.measure import HostRssProbe
+from orchestrator.worker.measure import HostRssProbe
 
 MiB = 1 << 20
 def touched(size):

@@ -14,8 +14,8 @@ import psutil
 import pytest
 import torch
 
-from orchestrator.context import Unsupported
-from orchestrator.registry import load_workload
+from orchestrator.worker.context import Unsupported
+from orchestrator.workload_registry import load_workload
 from tests import cells
 from tests.cells import run_workload
 from tests.conftest import cell_records, journal, run_cli
@@ -27,6 +27,8 @@ from workloads.nmt_dp.workload import (
     synthetic_batch,
     words_of,
 )
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 TINY = {**{k: v.default for k, v in load_workload("nmt_dp").params.items()},
         **load_workload("nmt_dp").presets["tiny"], "preset": "tiny"}

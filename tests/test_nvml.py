@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.measure import EpochMeter
-from orchestrator.nvml import NvmlProbe, Reading, Sampler, nvml_reader, summarise
+from orchestrator.worker.measure import EpochMeter
+from orchestrator.worker.nvml import NvmlProbe, Reading, Sampler, nvml_reader, summarise
 
 # Four samples of a 300 W GPU at 0.1 s intervals; the energy counter rises 30 J per sample.
 RECORDED = [

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.conftest import cell_records, run_cli
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 
 def test_more_cpu_workers_than_cores_is_flagged_oversubscribed(matrix_file, tmp_path):

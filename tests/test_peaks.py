@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.hardware import EC2_INSTANCE_TYPES
-from orchestrator.peaks import (
+from orchestrator.report.peaks import (
     DATASHEET_PEAKS,
     GPU_NAMES,
     PRECISIONS,

@@ -1,6 +1,7 @@
-"""The precision glossary's switches (Contracts: `precision`): true fp32 turns torch's TF32
-off, and every workload's provenance says which switches were in effect, as the framework
-reads them back after the workload set them, through the real worker and into parquet."""
+"""The precision glossary's switches (docs/ARCHITECTURE.md: parameter glossary): true fp32
+turns torch's TF32 off, and every workload's provenance says which switches were in effect,
+as the framework reads them back after the workload set them, through the real worker and
+into parquet."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pandas as pd
 import pytest
 import torch
 
-from orchestrator.records import (
+from orchestrator.report.frame import write_results
+from orchestrator.results.records import (
     CellRecord,
     MeasurementRecord,
     ProvenanceRecord,
@@ -21,11 +23,13 @@ from orchestrator.records import (
     Status,
     parse_record,
 )
-from orchestrator.registry import load_workload
-from orchestrator.results import ResultStore
+from orchestrator.results.store import ResultStore
+from orchestrator.workload_registry import load_workload
 from tests import cells
 from tests.conftest import SHARED_DATA
 from workloads.torch_common import float32_switches, precision_switches, set_precision
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 CPU = torch.device("cpu")
 TORCH_KEYS = {"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
@@ -65,7 +69,7 @@ def test_the_switches_are_read_back_from_torch_not_taken_from_the_label(
 @pytest.mark.parametrize("precision", ["tf32", "fp16"])
 def test_gpu_only_precisions_are_refused_on_the_cpu_before_any_switch_is_set(
         torch_flags: None, precision: str) -> None:
-    from orchestrator.context import Unsupported
+    from orchestrator.worker.context import Unsupported
 
     torch.backends.cudnn.allow_tf32 = True
     with pytest.raises(Unsupported, match=f"precision {precision} needs a GPU"):
@@ -118,7 +122,7 @@ def test_the_switches_go_from_the_journal_to_parquet_as_json_text(tmp_path: Path
     store = ResultStore(tmp_path)
     store.append(batch("a", precision_switches=TRUE_FP32))
     store.append(batch("b"))  # no switches: a worker without a framework
-    store.write_parquet()
+    write_results(store)
     df = pd.read_parquet(store.parquet).set_index("cell_id")
     assert json.loads(df.loc["a", "precision_switches"]) == TRUE_FP32
     assert json.loads(df.loc["b", "precision_switches"]) == {}

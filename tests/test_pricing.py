@@ -8,7 +8,7 @@ import json
 import boto3
 from botocore.stub import ANY, Stubber
 
-from orchestrator.cloud.pricing import (
+from orchestrator.providers.aws.pricing import (
     SHIPPED_AS_OF,
     PriceBook,
     on_demand_price,

@@ -35,10 +35,10 @@ def test_cells_land_only_on_the_node_of_their_hardware(ray_cluster, matrix_file,
 
 
 def test_a_cell_no_node_can_start_is_given_up_as_node_lost(ray_cluster, matrix_file, tmp_path):
-    from orchestrator.dispatch import RayDispatcher
     from orchestrator.executors.outcome import ToolInfo
-    from orchestrator.matrix import expand
-    from orchestrator.spec import load_spec
+    from orchestrator.plan.cells import expand
+    from orchestrator.run.dispatch import RayDispatcher
+    from orchestrator.spec.load import load_spec
 
     # node-a offers its hw resource but no GPU: a 1-GPU cell of it can never start.
     spec = load_spec(matrix_file("""

@@ -9,16 +9,18 @@ import boto3
 import pytest
 import yaml
 
-from orchestrator.cloud.aws import DLAMI_PARAMETER, default_ami
-from orchestrator.cloud.network import rules_of, wanted_rules
-from orchestrator.cloud.ray_cluster import (
+from orchestrator.providers.aws.aws import DLAMI_PARAMETER, default_ami
+from orchestrator.providers.aws.network import rules_of, wanted_rules
+from orchestrator.providers.aws.ray_cluster import (
     ClusterConfigError,
     cluster_config,
     node_setup,
     validated,
 )
-from orchestrator.spec import load_spec
+from orchestrator.spec.load import load_spec
 from tests.conftest import PROJECT, run_cli, write
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 SWEEP = """
 name: p3-vs-c5

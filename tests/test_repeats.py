@@ -7,10 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from orchestrator.analysis import best_choices, config_summary
-from orchestrator.repeats import coefficient_of_variation, repeats_wanted
-from orchestrator.spec import RepeatPolicy
+from orchestrator.plan.repeats import coefficient_of_variation, repeats_wanted
+from orchestrator.report.analysis import best_choices, config_summary
+from orchestrator.spec.model import RepeatPolicy
 from tests.conftest import journal, run_cli
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 POLICY = RepeatPolicy(min=3, max=6, until_cv=0.02)
 

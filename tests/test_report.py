@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.analysis import config_summary
-from orchestrator.records import CellRecord, MeasurementRecord, ProvenanceRecord
-from orchestrator.report import render
-from orchestrator.results import ResultStore
+from orchestrator.report.analysis import config_summary
+from orchestrator.report.frame import run_frame
+from orchestrator.report.writer import render
+from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord
+from orchestrator.results.store import ResultStore
 
 
 def add_cell(store: ResultStore, cell_id: str, config_id: str, workload: str,
@@ -41,7 +42,7 @@ def store(tmp_path) -> ResultStore:
 
 
 def test_medians_and_spread_per_configuration(store):
-    ok = store.frame().query("status == 'ok' and workload == 'lstm_lm'")
+    ok = run_frame(store).query("status == 'ok' and workload == 'lstm_lm'")
     summary = config_summary(ok).set_index("config_id")
     assert summary.loc["cfg16", "items_per_s"] == 100
     assert summary.loc["cfg16", "spread"] == pytest.approx(0.04)
@@ -51,7 +52,7 @@ def test_medians_and_spread_per_configuration(store):
 
 
 def test_the_report_has_a_section_per_workload_and_lists_failures(store):
-    text = render(store.frame(), "r")
+    text = render(run_frame(store), "r")
     lstm = text.split("## lstm_lm")[1].split("## ")[0]
     assert "| box | here | 16 | 4 (2x) |" in lstm and "| 100 | 4.0% |" in lstm
     assert "| 250 | 40.0% |" in lstm and "noisy" in lstm

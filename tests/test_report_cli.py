@@ -6,9 +6,12 @@ import boto3
 import pandas as pd
 import pytest
 
-from orchestrator.cloud.s3 import upload_run
+from orchestrator.providers.aws.s3 import upload_run
+from orchestrator.report.frame import run_frame
 from tests.conftest import run_cli
 from tests.report_fixtures import fixture_run
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 
 def test_several_runs_merge_into_one_parquet_and_report(tmp_path):
@@ -17,7 +20,7 @@ def test_several_runs_merge_into_one_parquet_and_report(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "merged" / "results.parquet")
     assert set(rows["run_dir"]) == {"monday", "tuesday"}
-    assert len(rows) == len(first.frame()) + len(second.frame())
+    assert len(rows) == len(run_frame(first)) + len(run_frame(second))
     report = (tmp_path / "merged" / "report.md").read_text()
     assert report.startswith("# merged: monday, tuesday")
     assert "of 2 runs" in report and (tmp_path / "merged" / "plots").is_dir()
@@ -42,7 +45,7 @@ def test_a_run_in_s3_is_fetched_and_reported(moto_server, tmp_path):
 
 
 def test_scaling_finds_the_one_gpu_twin_in_another_run(tmp_path):
-    from orchestrator.results import ResultStore
+    from orchestrator.results.store import ResultStore
     from tests.report_fixtures import cell
 
     for name, gpus, rate in (("one-gpu", 1, 100.0), ("two-gpus", 2, 180.0)):
@@ -50,7 +53,7 @@ def test_scaling_finds_the_one_gpu_twin_in_another_run(tmp_path):
         store.root.mkdir()
         cell(store, f"ft-{gpus}", f"ft-{gpus}", "transformer_ft", f"p4d-{gpus}gpu",
              {"precision": "fp32"}, [rate], stack="torch-cu126", gpus=gpus, price=32.77)
-        assert store.frame()["speedup_ratio"].isna().all()  # alone, a run has no twin
+        assert run_frame(store)["speedup_ratio"].isna().all()  # alone, a run has no twin
     done = run_cli("report", "one-gpu", "two-gpus", "-o", "both", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "both" / "results.parquet").set_index("gpu_count")

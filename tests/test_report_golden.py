@@ -13,8 +13,9 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from orchestrator.plots import epoch_time, scaling
-from orchestrator.report import workload_summaries, write_report
+from orchestrator.report.frame import run_frame
+from orchestrator.report.plots import epoch_time, scaling
+from orchestrator.report.writer import workload_summaries, write_report
 from tests.report_fixtures import fixture_run
 
 GOLDEN = Path(__file__).parent / "golden" / "report.md"
@@ -24,7 +25,7 @@ NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     store = fixture_run(tmp_path_factory.mktemp("report") / "fixture")
-    df = store.frame()
+    df = run_frame(store)
     return store.root, df, write_report(store.root, df, now=NOW).read_text()
 
 

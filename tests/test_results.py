@@ -11,17 +11,17 @@ import sys
 import pandas as pd
 import pytest
 
-from orchestrator.analysis import SCALING_COLUMNS
-from orchestrator.costs import COST_COLUMNS
 from orchestrator.errors import RunLockedError
-from orchestrator.records import (
+from orchestrator.report.analysis import COST_COLUMNS, SCALING_COLUMNS
+from orchestrator.report.frame import run_frame, write_results
+from orchestrator.results.records import (
     SCHEMA_VERSION,
     CellRecord,
     MeasurementRecord,
     ProvenanceRecord,
 )
-from orchestrator.registry import available_workloads, load_workload
-from orchestrator.results import JournalWarning, ResultStore
+from orchestrator.results.store import JournalWarning, ResultStore, done_cells
+from orchestrator.workload_registry import available_workloads, load_workload
 from tests.conftest import PROJECT
 
 IDENTITY = {"run": "r", "config_id": "c1", "repeat": 1}
@@ -44,7 +44,7 @@ def test_batches_round_trip(tmp_path):
     store.append(batch("b", status="failed", epochs=0))
     results = {r.cell.cell_id: r for r in store.results()}
     assert len(results["a"].measurements) == 2 and results["a"].provenance.hostname == "x"
-    assert results["b"].cell.status == "failed" and store.done_cell_ids() == {"a"}
+    assert results["b"].cell.status == "failed" and done_cells(store.results()) == {"a"}
     assert results["a"].cell.params() == {"seconds": 1.0}
 
 
@@ -84,7 +84,7 @@ def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
 def test_a_journal_of_cells_without_measurements_makes_a_frame(tmp_path):
     store = ResultStore(tmp_path)
     store.append(batch("a", status="node_lost", epochs=0))
-    df = store.frame()
+    df = run_frame(store)
     assert list(df["status"]) == ["node_lost"] and df["speedup_ratio"].isna().all()
 
 
@@ -140,7 +140,7 @@ def test_parquet_is_the_flat_join(tmp_path):
     store = ResultStore(tmp_path)
     store.append(batch("a", rate=10.0))
     store.append(batch("b", status="crashed", epochs=0))
-    store.write_parquet()
+    write_results(store)
     df = pd.read_parquet(store.parquet)
     assert len(df) == 3  # two measurements of a, one row for b
     assert set(df[df.cell_id == "a"].items_per_s) == {10.0}

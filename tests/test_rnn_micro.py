@@ -11,14 +11,16 @@ from typing import Any
 import pytest
 import torch
 
-from orchestrator.context import Unsupported
-from orchestrator.matrix import expand
-from orchestrator.records import MeasurementRecord
-from orchestrator.registry import load_workload
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import expand
+from orchestrator.results.records import MeasurementRecord
+from orchestrator.spec.load import load_spec
+from orchestrator.worker.context import Unsupported
+from orchestrator.workload_registry import load_workload
 from tests import cells
 from workloads.rnn_micro import workload
 from workloads.rnn_micro.flops import flops_per_item, forward_flops_per_item
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 PROJECT = Path(__file__).resolve().parent.parent
 INFO = load_workload("rnn_micro")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from orchestrator.cloud.s3 import S3UriError, split_uri
+from orchestrator.providers.aws.s3 import S3UriError, split_uri
 from tests.conftest import cell_records, run_cli, write
 
 

@@ -18,15 +18,14 @@ import pytest
 from rich.console import Console
 
 from orchestrator import executors, providers
-from orchestrator.costs import Price
 from orchestrator.errors import SpecError
 from orchestrator.executors import ExecutorKind, execute, executor_names
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.matrix import Cell
-from orchestrator.providers import BaseProvider, Launch, ProviderKind
-from orchestrator.records import Record
-from orchestrator.spec import load_spec
-from orchestrator.sweep import SweepOptions, run_sweep
+from orchestrator.plan.cells import Cell
+from orchestrator.providers import BaseProvider, Launch, Price, ProviderKind
+from orchestrator.results.records import Record
+from orchestrator.run.sweep import SweepOptions, run_sweep
+from orchestrator.spec.load import load_spec
 from tests.conftest import PROJECT, journal, run_cli
 
 
@@ -127,14 +126,15 @@ def test_registry_credentials_come_from_the_provider_that_owns_the_registry(monk
 
 def test_the_docker_executor_and_the_images_import_no_cloud_code():
     """They ask the providers for registry credentials; no import of a cloud module is left
-    in them (the matrix schema still reaches cloud/network.py: the providers issue)."""
-    for module in ("orchestrator/executors/docker.py", "orchestrator/images.py"):
+    in them (the matrix schema still reaches providers/aws/network.py: the providers issue)."""
+    for module in ("orchestrator/executors/docker.py", "orchestrator/images/stack_image.py"):
         tree = ast.parse((PROJECT / module).read_text())
         imported = {node.module for node in ast.walk(tree)
                     if isinstance(node, ast.ImportFrom) and node.module} | {
             alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
             for alias in node.names}
-        assert not {m for m in imported if m.startswith(("orchestrator.cloud", "boto3"))}, module
+        cloud = ("orchestrator.providers.aws", "boto3")
+        assert not {m for m in imported if m.startswith(cloud)}, module
 
 
 class PoolGroup:
@@ -152,7 +152,7 @@ class PoolGroup:
 
     def _run(self) -> None:
         for index, cell in enumerate(self.launch.cells):
-            self.launch.take(cell, execute(cell, self.launch.run_dir, self.launch.tool,
+            self.launch.record(cell, execute(cell, self.launch.run_dir, self.launch.tool,
                                            self.launch.images, node_id=f"pool-{index}"))
 
     def wait(self) -> None:
@@ -266,10 +266,10 @@ def test_cleanup_asks_every_provider_for_its_leftovers(pool, moto_server, tmp_pa
 
 
 def test_no_executor_or_hardware_kind_is_compared_outside_its_own_package():
-    """The core asks the registries; only an implementation names itself (`cloud/` is the
+    """The core asks the registries; only an implementation names itself (`providers/aws/` is the
     aws provider, `executors/docker.py` the docker executor)."""
     names = {"ec2", "docker", "local", "process", "aws"}
-    own = ("orchestrator/cloud/", "orchestrator/executors/docker.py",
+    own = ("orchestrator/providers/aws/", "orchestrator/executors/docker.py",
            "orchestrator/executors/process.py", "orchestrator/providers/local.py")
     found = []
     for path in sorted((PROJECT / "orchestrator").rglob("*.py")):

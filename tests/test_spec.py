@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from orchestrator.errors import SpecError
-from orchestrator.images import image_problems
-from orchestrator.spec import json_schema, load_spec
+from orchestrator.images.stack_image import image_problems
+from orchestrator.spec.load import json_schema, load_spec
 from tests.conftest import run_cli
 
 GOOD = """

@@ -6,8 +6,8 @@ import sys
 
 import torch
 
-from orchestrator.cell_file import CellStack
-from orchestrator.stack_check import cudnn_version_string, stack_mismatch, version_matches
+from orchestrator.worker.cell_file import CellStack
+from orchestrator.worker.stack_check import cudnn_version_string, stack_mismatch, version_matches
 
 
 def test_versions_match_on_the_components_declared():

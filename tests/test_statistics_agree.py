@@ -9,9 +9,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from orchestrator.analysis import config_summary
-from orchestrator.registry import load_workload
+from orchestrator.report.analysis import config_summary
+from orchestrator.workload_registry import load_workload
 from tests import cells
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 SMALL = {
     "sleep": {"seconds": 0.2, "steps": 4},

@@ -11,10 +11,12 @@ import pytest
 import torch
 import transformers
 
-from orchestrator.context import Unsupported
-from orchestrator.registry import load_workload
+from orchestrator.worker.context import Unsupported
+from orchestrator.workload_registry import load_workload
 from tests import cells
 from workloads.transformer_ft.flops import flops_per_item, forward_flops_per_item
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 INFO = load_workload("transformer_ft")
 SEED = INFO.resolve({})

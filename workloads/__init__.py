@@ -1,1 +1,1 @@
-"""Workloads: one folder per workload, found by folder name (see orchestrator.registry)."""
+"""Workloads: one folder per workload, found by folder name (see orchestrator.workload_registry)."""

@@ -1,5 +1,6 @@
 """What every PyTorch workload shares: its device as the harness must see it, and the
-precision glossary (Contracts: `precision`). Not a workload (it has no defaults.yaml)."""
+precision glossary (docs/ARCHITECTURE.md: parameter glossary). Not a workload (it has no
+defaults.yaml)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import torch
 
-from orchestrator.context import Context, Unsupported
-from orchestrator.measure import TorchCudaProbe, no_sync
+from orchestrator.worker.context import Context, Unsupported
+from orchestrator.worker.measure import TorchCudaProbe, no_sync
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -40,7 +41,9 @@ def set_precision(precision: str, device: torch.device) -> None:
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """fp16/bf16 autocast (fp16 also needs a GradScaler); fp32 and tf32 run without it."""
     if precision in AUTOCAST_DTYPES:
-        return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[precision])
+        context: contextlib.AbstractContextManager[Any] = torch.autocast(
+            device.type, dtype=AUTOCAST_DTYPES[precision])
+        return context
     return contextlib.nullcontext()
 
 

@@ -1,11 +1,12 @@
 """Executors run one cell and return its records. Each is registered under the name a stack
 gives as its `executor`: `process` (this Python environment) and `docker` (a container of
 the stack's image) register below; a new one is one new module and one
-`register_executor` call (Contracts: executors).
+`register_executor` call (docs/ARCHITECTURE.md: executors).
 
-Both built-ins start `python -m orchestrator.worker CELL_FILE OUT_FILE` (Contracts: worker
-input and output) and hand the exit status and OUT_FILE to `outcome.records_for`, which
-turns them into journal records, so every executor classifies failures the same way.
+Both built-ins start `python -m orchestrator.worker CELL_FILE OUT_FILE`
+(docs/ARCHITECTURE.md: worker input and output) and hand the exit status and OUT_FILE to
+`outcome.records_for`, which turns them into journal records, so every executor classifies
+failures the same way.
 
 The registry holds light declarations (`ExecutorKind`): the matrix schema and the plan read
 them without importing an implementation, which is loaded only when a cell runs or a run is
@@ -22,10 +23,10 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
-    from orchestrator.images import ImageRef
-    from orchestrator.matrix import Cell
-    from orchestrator.records import Record
-    from orchestrator.spec import Stack
+    from orchestrator.images.ref import ImageRef
+    from orchestrator.plan.cells import Cell
+    from orchestrator.results.records import Record
+    from orchestrator.spec.model import Stack
 
 
 class Executor(Protocol):

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator import datasets
-from orchestrator.engine import (
+from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.images.engine import (
     EngineUnavailable,
     check_engine,
     docker_client,
@@ -32,11 +32,11 @@ from orchestrator.engine import (
     first_line,
     stopped_by_the_engine,
 )
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.images import ImageRef
-from orchestrator.matrix import Cell
+from orchestrator.images.ref import ImageRef
+from orchestrator.plan.cells import Cell
 from orchestrator.providers import registry_auth
-from orchestrator.records import Record, Status
+from orchestrator.results.records import Record, Status
+from orchestrator.worker import datasets
 
 CELLS_MOUNT = "/matrix/cells"
 DATA_MOUNT = "/matrix/data"

@@ -16,10 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.cell_file import FailureKind, cell_file_content
-from orchestrator.matrix import Cell
-from orchestrator.peaks import cpu_peak_estimate, datasheet_peak
-from orchestrator.records import (
+from orchestrator.plan.cells import Cell
+from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
+from orchestrator.results.records import (
     CellRecord,
     Flag,
     MeasurementRecord,
@@ -27,10 +26,11 @@ from orchestrator.records import (
     Record,
     Status,
 )
-from orchestrator.registry import load_workload
+from orchestrator.worker.cell_file import CELL_FILE_VERSION, FailureKind
+from orchestrator.workload_registry import load_workload
 
 LOG_TAIL_LINES = 40
-FAILURE_STATUS = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
+FAILURE_STATUS: dict[str, Status] = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
                   FailureKind.UNSUPPORTED: Status.UNSUPPORTED,
                   FailureKind.STACK_MISMATCH: Status.STACK_MISMATCH}
 LOG_TAIL_CHARS = 4000
@@ -51,7 +51,7 @@ class WorkerExit:
 
 @dataclass(frozen=True)
 class CellFiles:
-    """A cell's files in its run directory (Contracts: worker input and output)."""
+    """A cell's files in its run directory (docs/ARCHITECTURE.md: worker input and output)."""
 
     cell: Path  # cells/<cell_id>.json, the worker's input
     out: Path  # cells/<cell_id>.out.jsonl, the worker's records
@@ -84,8 +84,7 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
                 extra_provenance: dict[str, Any] | None = None,
                 status_override: tuple[Status, str] | None = None) -> list[Record]:
     """The attempt's batch: provenance, measurements, and the cell record last."""
-    identity = {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
-                "repeat": cell.repeat}
+    identity = _identity(cell)
     raw, unreadable = _read_out(out_file)
     provenance = _provenance(identity, raw, tool, extra_provenance or {})
     measurements, invalid = _measurements(cell, identity, raw, provenance)
@@ -93,6 +92,7 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
     timing = next((r for r in raw if r.get("record") == "timing"), {})
     log_tail = tail_of(log_file)
 
+    message: str | None
     if status_override is not None:
         status, message = status_override
     else:
@@ -118,9 +118,9 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
         workload=cell.workload,
         error=message,
         log_tail=None if status is Status.OK else log_tail,
-        **{f"param.{k}": v for k, v in cell.params.items()},
+        **_param_columns(cell),
     )
-    kept: list[Record] = measurements if status is Status.OK else []
+    kept: list[Record] = list(measurements) if status is Status.OK else []
     return [provenance, *kept, cell_record]
 
 
@@ -128,16 +128,35 @@ def not_run_records(cell: Cell, status: Status, error: str, attempts: int = 1,
                     log_tail: str | None = None,
                     provenance: dict[str, Any] | None = None) -> list[Record]:
     """The batch of a cell that never reached a worker: its image failed, its node was lost."""
-    identity = {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
-                "repeat": cell.repeat}
+    identity = _identity(cell)
     return [
         ProvenanceRecord(**identity, **(provenance or {})),
         CellRecord(**identity, status=status,
                    started_at=datetime.now(UTC).isoformat(timespec="seconds"), wall_s=0.0,
                    attempts=attempts, hardware=cell.hardware.name, stack=cell.stack.name,
                    workload=cell.workload, error=error, log_tail=log_tail,
-                   **{f"param.{k}": v for k, v in cell.params.items()}),
+                   **_param_columns(cell)),
     ]
+
+
+def cell_file_content(cell: Cell) -> dict[str, Any]:
+    """The content of `cell`'s file (worker/cell_file.py reads it): the cell with the file's
+    version and its parameters' declared types."""
+    declared = load_workload(cell.workload).params
+    return {"version": CELL_FILE_VERSION, **cell.model_dump(mode="json"),
+            "param_types": {name: declared[name].type for name in cell.params
+                            if name in declared}}
+
+
+def _identity(cell: Cell) -> dict[str, Any]:
+    """The fields every record of the cell carries (records.py: the record identity)."""
+    return {"run": cell.run, "cell_id": cell.cell_id, "config_id": cell.config_id,
+            "repeat": cell.repeat}
+
+
+def _param_columns(cell: Cell) -> dict[str, Any]:
+    """The cell's parameters as the cell record's `param.<name>` fields."""
+    return {f"param.{k}": v for k, v in cell.params.items()}
 
 
 def _read_out(out_file: Path) -> tuple[list[dict[str, Any]], str | None]:
@@ -215,7 +234,7 @@ def _classify(cell: Cell, exit: WorkerExit, error: dict[str, Any] | None, log_ta
         kind = error.get("kind")
         if kind == FailureKind.STACK_MISMATCH:
             return Status.STACK_MISMATCH, str(error.get("message"))
-        return FAILURE_STATUS.get(kind, Status.FAILED), message
+        return FAILURE_STATUS.get(str(kind), Status.FAILED), message
     if exit.returncode != 0:
         if any(evidence in log_tail for evidence in OOM_EVIDENCE):
             return Status.OOM, f"out of memory (exit status {exit.returncode}, see log)"

@@ -3,7 +3,7 @@
 The subprocess is the fault boundary: a crash, an out-of-memory kill or a timeout ends that
 cell alone. The cell's whole process group is killed at its timeout, so nothing it started
 lingers. The worker checks the stack's declared pins against this environment before it
-runs anything (orchestrator/stack_check.py).
+runs anything (orchestrator/worker/stack_check.py).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 from orchestrator.executors.environment import worker_environment
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.host import die_with_parent_setter
-from orchestrator.matrix import Cell
-from orchestrator.records import Record
+from orchestrator.plan.cells import Cell
+from orchestrator.results.records import Record
+from orchestrator.worker.host import die_with_parent_setter
 
 if TYPE_CHECKING:
-    from orchestrator.images import ImageRef
+    from orchestrator.images.ref import ImageRef
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
@@ -106,7 +106,7 @@ def _child_setup(limit_mb: int | None) -> Callable[[], None]:
     return apply
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the worker's process group, then SIGKILL what is left after a grace period."""
     for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
         try:

@@ -9,12 +9,12 @@ provider's own package knows its cloud. Two are built in:
 - `local` (`providers/local.py`): kind `local`, this machine. Its cells run here, serially
   or on an embedded Ray, or on the existing Ray cluster given with `--ray-address`: that
   cluster takes the place of every provider's nodes and decides which hardware exists.
-- `aws` (`cloud/provider.py`): kind `ec2`. Its cells run on a Ray cluster it launches for
+- `aws` (`providers/aws/provider.py`): kind `ec2`. Its cells run on a Ray cluster it launches for
   the sweep, with a driver on the head; prices, quotas, ECR, S3 and cleanup are its own.
 
 A provider that `launches` gets its cells as a `Launch` and returns a `CellGroup`: a
 context manager inside which its nodes are up and its cells run, handing each cell's
-records to `Launch.take`; leaving it tears the nodes down however the block ends. That
+records to `Launch.record`; leaving it tears the nodes down however the block ends. That
 fits a scheduler that takes batch jobs (Slurm: submit an array, follow its files) as well
 as one that brings nodes up (KubeRay). A new provider is one module and one
 `register_provider` call; the registry holds light declarations, so validating a matrix
@@ -31,15 +31,27 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from orchestrator.costs import Price
     from orchestrator.executors.outcome import ToolInfo
     from orchestrator.hardware import LocalMachine
-    from orchestrator.images import ImageRef
-    from orchestrator.matrix import Cell
-    from orchestrator.records import Record
-    from orchestrator.spec import Hardware, MatrixSpec
+    from orchestrator.images.ref import ImageRef
+    from orchestrator.plan.cells import Cell
+    from orchestrator.results.records import Record
+    from orchestrator.spec.model import Hardware, MatrixSpec
 
 Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a node of a hardware entry costs per hour, and where and when that was known."""
+
+    usd_per_hour: float
+    source: str  # e.g. "pricing-api", "spot-price-history" or "shipped-table"
+    as_of: str  # ISO date (table) or timestamp (API) of the figure
+
+    def describe(self) -> str:
+        """How rows and messages name it: the source with its date."""
+        return f"{self.source} {self.as_of[:10]}"
 
 
 @dataclass(frozen=True)
@@ -53,7 +65,7 @@ class Launch:
     tool: ToolInfo
     prices: dict[str, Price]  # hardware name -> its price, from `prices`
     estimate_s: dict[str, float]  # cell id -> estimated seconds (for the budget)
-    take: Callable[[Cell, list[Record]], None]  # each cell's records, as it ends
+    record: Callable[[Cell, list[Record]], None]  # each cell's records, as it ends
     say: Say
     options: dict[str, Any] = field(default_factory=dict)  # the provider's own (tests: a
     # launcher that brings nodes up locally)
@@ -231,4 +243,4 @@ def _builtin(module: str) -> Callable[[], Provider]:
 
 
 register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
-register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.cloud.provider")))
+register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider")))

@@ -10,8 +10,8 @@ from orchestrator.providers import BaseProvider
 
 if TYPE_CHECKING:
     from orchestrator.hardware import LocalMachine
-    from orchestrator.matrix import Cell
-    from orchestrator.spec import Hardware
+    from orchestrator.plan.cells import Cell
+    from orchestrator.spec.model import Hardware
 
 
 class LocalProvider(BaseProvider):

@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import MatrixError, SpecError
-from orchestrator.images import image_problems
-from orchestrator.matrix import expand
-from orchestrator.spec import load_spec
+from orchestrator.images.stack_image import image_problems
+from orchestrator.plan.cells import expand
+from orchestrator.spec.load import load_spec
 from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 CORPUS = Path(__file__).parent / "bad_matrices"
 FILES = sorted(CORPUS.glob("*.yaml"))

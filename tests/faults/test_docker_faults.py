@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.engine import docker_client
 from orchestrator.executors.docker import LABEL_CELL, LABEL_RUN, run_cell
 from orchestrator.executors.outcome import ToolInfo
-from orchestrator.images import find_image, render
-from orchestrator.matrix import expand
-from orchestrator.records import Status
-from orchestrator.spec import load_spec
+from orchestrator.images.engine import docker_client
+from orchestrator.images.stack_image import find_image, render
+from orchestrator.plan.cells import expand
+from orchestrator.results.records import Status
+from orchestrator.spec.load import load_spec
 from tests.conftest import ImageEnv, cell_records, run_cli, write
 from tests.faults.docker2 import (
     STACK,

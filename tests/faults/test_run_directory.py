@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.journal import JournalLineError, NewerRecordError, parse_line
-from orchestrator.records import SCHEMA_VERSION
-from orchestrator.results import JournalWarning, ResultStore
+from orchestrator.results.journal import JournalLineError, NewerRecordError, parse_line
+from orchestrator.results.records import SCHEMA_VERSION
+from orchestrator.results.store import JournalWarning, ResultStore
 from tests.conftest import cell_records, run_cli, write
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 MATRIX = """
     name: {name}

@@ -14,6 +14,8 @@ import pytest
 from orchestrator.redact import guard_logging
 from tests.conftest import run_cli, write
 
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
+
 ACCESS_KEY = "fake-access-key-id-for-matrix-bench-tests"
 SECRET_KEY = "fake-secret-for-matrix-bench-tests-not-a-credential"
 

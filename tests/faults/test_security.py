@@ -13,10 +13,12 @@ import shlex
 import pytest
 import yaml
 
-from orchestrator.cloud.ray_cluster import cluster_config, node_setup, validated
 from orchestrator.errors import SpecError
-from orchestrator.spec import load_spec
+from orchestrator.providers.aws.ray_cluster import cluster_config, node_setup, validated
+from orchestrator.spec.load import load_spec
 from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
 PAYLOAD = "$(touch PWNED); `touch PWNED`; rm -rf ~ & echo 'x' \"y\" | tee PWNED > PWNED"
 
@@ -99,8 +101,8 @@ def test_the_ec2_head_dashboard_listens_on_loopback_only(tmp_path, matrix_file):
 def test_the_embedded_ray_runs_no_dashboard(tmp_path):
     import ray
 
-    from orchestrator.dispatch import RayDispatcher
     from orchestrator.executors.outcome import ToolInfo
+    from orchestrator.run.dispatch import RayDispatcher
 
     dispatcher = RayDispatcher(tmp_path, ToolInfo("test", None), [])
     try:

@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import cell_records
 
+pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
+
 MATRIX = """
 name: interrupt
 hardware: [{name: node-a, kind: local}]

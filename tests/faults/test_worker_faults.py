@@ -18,8 +18,8 @@ import pytest
 
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.executors.process import run_cell
-from orchestrator.matrix import expand
-from orchestrator.spec import load_spec
+from orchestrator.plan.cells import expand
+from orchestrator.spec.load import load_spec
 from tests.conftest import PROJECT, cell_records, run_cli
 
 FAULTS = """
@@ -120,7 +120,7 @@ def test_a_worker_sees_exactly_its_cells_gpus(monkeypatch):
 
 GRANDCHILD = """
 import os, sys, time
-from orchestrator.host import die_with_parent_setter
+from orchestrator.worker.host import die_with_parent_setter
 die_with_parent_setter()()
 open(sys.argv[1], "w").write(str(os.getpid()))
 time.sleep(120)

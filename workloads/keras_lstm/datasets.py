@@ -1,8 +1,8 @@
-"""The data files `keras_lstm` reads (orchestrator/datasets.py fetches and checks them): the
+"""The data files `keras_lstm` reads (orchestrator/worker/datasets.py fetches and checks them): the
 Keras text-generation example's corpus (Beyond Good and Evil), seed 002's data, and the
 characters of WikiText-2 (the files `lstm_lm` declares)."""
 
-from orchestrator.datasets import DataFile
+from orchestrator.worker.datasets import DataFile
 from workloads.lstm_lm.datasets import WIKITEXT2
 
 DATASETS = {

@@ -1,4 +1,4 @@
-"""FLOP model of `keras_lstm`: training FLOPs per sample (Contracts: `flops_per_item`).
+"""FLOP model of `keras_lstm`: training FLOPs per sample (docs/WORKLOADS.md: flops.py).
 
 A sample is one window: `maxlen` one-hot characters (S symbols) in, the next character's
 class out; the model is LSTM(H) on the window, its last state into Dense(S, softmax). Every
@@ -45,7 +45,7 @@ import functools
 import re
 from typing import Any
 
-from orchestrator import datasets
+from orchestrator.worker import datasets
 
 # Distinct characters of the whole text as the workload prepares it (see the docstring).
 SYMBOLS = {"nietzsche": 57, "wikitext2": 37}

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestrator import datasets
-from orchestrator.context import Context, Unsupported
-from orchestrator.measure import (
+from orchestrator.worker import datasets
+from orchestrator.worker.context import Context, Unsupported
+from orchestrator.worker.measure import (
     JaxProbe,
     MemoryProbe,
     TorchCudaProbe,
@@ -280,7 +280,7 @@ def epoch_timer(keras: Any, ctx: Context, samples: int, batch_size: int, warmup_
     device synchronised at every step boundary); the meter times the whole epoch too
     (`epoch_s`, as the seed did), from on_epoch_begin to on_epoch_end."""
 
-    class EpochTimer(keras.callbacks.Callback):  # type: ignore[misc, name-defined]
+    class EpochTimer(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self.meter = ctx.start_epoch(warmup_steps=warmup_steps)
 

@@ -1,7 +1,7 @@
-"""The data files `lstm_lm` reads (orchestrator/datasets.py fetches and checks them):
+"""The data files `lstm_lm` reads (orchestrator/worker/datasets.py fetches and checks them):
 pytorch/examples' word-level WikiText-2, the wiki.*.tokens files of wikitext-2-v1.zip."""
 
-from orchestrator.datasets import DataFile
+from orchestrator.worker.datasets import DataFile
 
 _PYTORCH_EXAMPLES = ("https://raw.githubusercontent.com/pytorch/examples/"
                      "77f55b912142e11fcfdf5b530231fb9c52f181e8/word_language_model/data")

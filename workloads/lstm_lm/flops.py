@@ -1,4 +1,4 @@
-"""FLOP model of `lstm_lm`: training FLOPs per target word (Contracts: `flops_per_item`).
+"""FLOP model of `lstm_lm`: training FLOPs per target word (docs/WORKLOADS.md: flops.py).
 
 Per token, forward, counting a multiply-add as 2 FLOPs:
 - LSTM layer 1: four gates, each a (emb_dim + hidden) x hidden matrix-vector product:

@@ -1,12 +1,12 @@
 """The report's tables for `lstm_lm` in the shapes its seed published: seed 000's machine,
-train and eval words/s, and the scaling table of seed 003 (orchestrator/seed_tables.py)."""
+train and eval words/s, and the scaling table of seed 003 (orchestrator/report/seed_tables.py)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.markdown import fmt_rate, table
-from orchestrator.seed_tables import flagged, scaling, varies, where
+from orchestrator.report.markdown import fmt_rate, table
+from orchestrator.report.seed_tables import flagged, scaling, varies, where
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from orchestrator import datasets
-from orchestrator.context import Context, Unsupported
+from orchestrator.worker import datasets
+from orchestrator.worker.context import Context, Unsupported
 from workloads.torch_common import (
     autocast,
     backward_and_step,
@@ -180,9 +180,9 @@ def run(ctx: Context) -> None:
             with meter.evaluation() as ev:
                 ev.items = evaluate(trainer.model, valid, seq_len, precision, device)
         summary = meter.summary()
-        metrics = {"train_words_per_s": summary["items_per_s"]}
+        metrics = {"train_words_per_s": float(summary["items_per_s"])}
         if "eval_items_per_s" in summary:
-            metrics["eval_words_per_s"] = summary["eval_items_per_s"]
+            metrics["eval_words_per_s"] = float(summary["eval_items_per_s"])
         ctx.end_epoch(epoch, meter, **metrics)
 
 

@@ -1,4 +1,4 @@
-"""FLOP model of `nmt_dp`: training FLOPs per word (Contracts: `flops_per_item`).
+"""FLOP model of `nmt_dp`: training FLOPs per word (docs/WORKLOADS.md: flops.py).
 
 A word is a source or target word without padding, counted over all workers; every worker
 does the same work per step on its own batch, so FLOPs per word do not depend on `workers`

@@ -26,9 +26,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from orchestrator.context import Context, Unsupported
-from orchestrator.host import die_with_parent_setter
-from orchestrator.measure import TorchCudaProbe, no_sync
+from orchestrator.worker.context import Context, Unsupported
+from orchestrator.worker.host import die_with_parent_setter
+from orchestrator.worker.measure import TorchCudaProbe, no_sync
 from workloads.torch_common import (
     AUTOCAST_DTYPES,
     autocast,

@@ -1,4 +1,4 @@
-"""FLOP model of `rnn_micro`: FLOPs per example (Contracts: `flops_per_item`).
+"""FLOP model of `rnn_micro`: FLOPs per example (docs/WORKLOADS.md: flops.py).
 
 The network is a stack of `layers` LSTM layers whose input size equals `hidden` (the seed's
 batch x seq_len x hidden input), from a zero initial state. Counting a multiply-add as 2 FLOPs,

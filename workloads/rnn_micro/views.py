@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.markdown import fmt, fmt_metric, table
-from orchestrator.seed_tables import flagged, where
+from orchestrator.report.markdown import fmt, fmt_metric, table
+from orchestrator.report.seed_tables import flagged, where
 
 if TYPE_CHECKING:
     import pandas as pd

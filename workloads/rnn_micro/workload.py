@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from orchestrator.context import Context, Unsupported
+from orchestrator.worker.context import Context, Unsupported
 from workloads.torch_common import (
     autocast,
     precision_switches,
@@ -164,7 +164,10 @@ def setup(params: dict[str, Any], device: torch.device) -> Bench:
     # Before compiling: compiled is the same loop, and a refused precision compiles nothing.
     require_autocast_dtype(model, name, torch.zeros(1, 2, hidden, device=device), precision,
                            device)
-    net, how = compile_loop(model, device) if impl == "compiled" else (model, name)
+    net, how = (model, name)
+    if impl == "compiled":  # the cell loop (Fused is already one kernel)
+        assert isinstance(model, CellLoop)
+        net, how = compile_loop(model, device)
     return Bench(model, net, how, torch.optim.SGD(model.parameters(), lr=0.01),
                  torch.amp.GradScaler(device.type, enabled=precision == "fp16"),
                  inputs, target, precision, device)

@@ -11,7 +11,7 @@ import random
 import signal
 import time
 
-from orchestrator.context import Context, Unsupported
+from orchestrator.worker.context import Context, Unsupported
 
 OOM_CHUNK = 16 * 1024 * 1024
 

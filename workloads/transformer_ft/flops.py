@@ -1,4 +1,4 @@
-"""FLOP model of `transformer_ft`: FLOPs per example (Contracts: `flops_per_item`).
+"""FLOP model of `transformer_ft`: FLOPs per example (docs/WORKLOADS.md: flops.py).
 
 An example is one sequence padded to seq_len tokens; the model computes on the padding too
 (it is masked out of attention, not skipped), so every count uses seq_len, not the real length.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.markdown import flag_line, fmt_metric, table
-from orchestrator.seed_tables import scaling, varies
+from orchestrator.report.markdown import flag_line, fmt_metric, table
+from orchestrator.report.seed_tables import scaling, varies
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -22,7 +22,7 @@ import torch
 import transformers
 from torch import nn
 
-from orchestrator.context import Context, Unsupported
+from orchestrator.worker.context import Context, Unsupported
 from workloads.torch_common import (
     autocast,
     backward_and_step,
@@ -154,10 +154,10 @@ def run(ctx: Context) -> None:
             with meter.step(items=batch[0].size(0)):
                 trainer.step(batch)
         summary = meter.summary()
-        train_s, timed = summary["train_s"], int(summary["steps"])
+        train_s, timed = float(summary["train_s"]), int(summary["steps"])
         real = sum(data.real_tokens[warmup:])
         ctx.end_epoch(epoch, meter,
                       train_iters_per_s=timed / train_s,
-                      train_samples_per_s=summary["items_per_s"],
-                      train_tokens_per_s=summary["items"] * seq_len / train_s,
+                      train_samples_per_s=float(summary["items_per_s"]),
+                      train_tokens_per_s=float(summary["items"]) * seq_len / train_s,
                       train_real_tokens_per_s=real / train_s)

@@ -1,0 +1,35 @@
+"""The images' error type; what a built stack image is to the rest of the tool (`ImageRef`:
+cells, provenance and executors use it), and what a stack whose image could not be had
+becomes (`BuildFailure`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.errors import MatrixError
+
+
+class ImageError(MatrixError):
+    """A stack image that cannot be rendered, built, found or pushed."""
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A built image as cells and provenance see it."""
+
+    stack: str
+    tag: str
+    image_id: str
+    size_bytes: int
+    repo_digest: str | None = None  # registry/repo@sha256:..., once pushed
+
+
+@dataclass(frozen=True)
+class BuildFailure:
+    """A stack whose image could not be had: its cells become `image_failed` rows."""
+
+    stack: str
+    reason: str
+    log_tail: str
+    engine_unavailable: bool = False  # the engine was gone or stopped the build: not the stack
+

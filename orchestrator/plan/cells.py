@@ -1,0 +1,212 @@
+"""Expansion: a pure function from a MatrixSpec to the sorted list of its cells.
+
+A cell is hardware x stack x workload x one parameter combination x one repeat, named by
+its `config_id` and `cell_id` (identity.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Iterator
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.errors import SpecWarning
+from orchestrator.plan.identity import cell_id_of, config_id_of
+from orchestrator.spec.located_yaml import LocatedYaml
+from orchestrator.spec.model import (
+    HARD_MAX_CELLS,
+    Hardware,
+    MatrixSpec,
+    Rule,
+    Stack,
+    WorkloadEntry,
+    entry_grid,
+)
+from orchestrator.workload_registry import ItemUnit, Scalar, load_workload
+
+
+class Cell(BaseModel):
+    """One unit of work: everything a worker needs to run it, and its identity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str  # the run's name
+    hardware: Hardware
+    stack: Stack
+    workload: str
+    workload_version: str
+    item_unit: ItemUnit
+    params: dict[str, Scalar]  # resolved: declared defaults < preset < matrix values
+    epochs: int
+    repeat: int  # 1-based
+    timeout_s: float
+    memory_limit_mb: int | None
+    config_id: str
+    cell_id: str
+
+
+def as_repeat(cell: Cell, repeat: int) -> Cell:
+    """The same configuration's cell for another repeat (adaptive repeats add them)."""
+    return cell.model_copy(update={"repeat": repeat,
+                                   "cell_id": cell_id_of(cell.config_id, repeat)})
+
+
+def expand(spec: MatrixSpec) -> list[Cell]:
+    """The cells of the matrix after exclude and include rules, sorted, without duplicates."""
+    return [cell for cell, reason in _all_cells(spec) if reason is None]
+
+
+def excluded(spec: MatrixSpec) -> list[tuple[Cell, str]]:
+    """The cells of the cross product that an exclude rule removed, with the rule."""
+    return [(cell, reason) for cell, reason in _all_cells(spec) if reason is not None]
+
+
+def incompatibility(cell: Cell) -> str | None:
+    """Why `cell` cannot run on its hardware, or None. Pure: judged from declarations only."""
+    info = load_workload(cell.workload)
+    pinned = cell.stack.framework
+    if info.framework and pinned and info.framework != pinned:
+        return (f"{cell.workload} runs on {info.framework}; stack {cell.stack.name} pins "
+                f"{pinned}")
+    for name, value in cell.params.items():
+        declared = info.params[name]
+        if cell.hardware.gpus == 0 and value in declared.gpu_only:
+            return f"{name}={value} needs a GPU and {cell.hardware.name} has gpus: 0"
+        if declared.stack_framework and pinned is not None and value != pinned:
+            return (f"{name}={value} needs a stack with {value}; stack {cell.stack.name} "
+                    f"pins {pinned}")
+    return None
+
+
+def _all_cells(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
+    chosen: dict[str, tuple[Cell, str | None]] = {}
+    for cell in _crossed(spec):
+        rule = next((r for r in spec.exclude if _matches(r, cell)), None)
+        reason = None if rule is None else f"excluded by {_describe(rule)}"
+        chosen.setdefault(cell.cell_id, (cell, reason))
+    for rule in spec.include:
+        for cell in _included(spec, rule):
+            chosen[cell.cell_id] = (cell, None)  # include wins over exclude
+    return sorted(chosen.values(), key=lambda pair: _sort_key(pair[0]))
+
+
+def _crossed(spec: MatrixSpec) -> Iterator[Cell]:
+    """The cells of the cross product, before any rule."""
+    for hardware, stack, entry in itertools.product(spec.hardware, spec.stacks, spec.workloads):
+        for params in _combinations(entry_grid(entry)):
+            yield from _cells(spec, hardware, stack, entry, params)
+
+
+def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
+    """The cells an include rule adds: its workload's grid, its params replacing axes."""
+    entry = spec.workload_entry(str(rule.workload))
+    grid = entry_grid(entry) | {k: v if isinstance(v, list) else [v]
+                                for k, v in rule.params.items()}
+    for hardware, stack in itertools.product(spec.hardware, spec.stacks):
+        if _name_matches(rule.hardware, hardware.name) and _name_matches(rule.stack, stack.name):
+            for params in _combinations(grid):
+                yield from _cells(spec, hardware, stack, entry, params)
+
+
+def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """Refuse a grid that cannot be what its author meant: more cells than `max_cells`
+    (counted before any is built), an exclude rule whose cells the includes all add back,
+    or no cell left at all; warn of a rule that changes nothing (an exclude matching no
+    cell, an include adding none). Include wins over exclude: excluding a set and
+    including part of it back is how a grid is carved."""
+    sizes = [math.prod(len(v) for v in entry_grid(e).values()) for e in spec.workloads]
+    total = sum(sizes) * len(spec.hardware) * len(spec.stacks) * spec.max_repeats
+    for rule in spec.include:
+        grid = entry_grid(spec.workload_entry(str(rule.workload))) | {
+            k: v if isinstance(v, list) else [v] for k, v in rule.params.items()}
+        total += math.prod(len(v) for v in grid.values()) * len(spec.hardware) * \
+            len(spec.stacks) * spec.max_repeats
+    if total > spec.max_cells:
+        biggest = max(range(len(sizes)), key=sizes.__getitem__)
+        # Point at what blew it up: the repeats, when the grid itself fits.
+        where = ("repeats",) if total // spec.max_repeats <= spec.max_cells else (
+            "workloads", biggest, "params")
+        remedy = ("narrow the grid (max_cells goes no higher)"
+                  if spec.max_cells >= HARD_MAX_CELLS else
+                  "narrow the grid, or raise max_cells (a top-level key) if you mean it")
+        raise doc.error(where, f"the matrix expands to {total:,} cells, over max_cells "
+                               f"{spec.max_cells:,}: {remedy}")
+    crossed = list(_crossed(spec))
+    included = [{c.cell_id for c in _included(spec, rule)} for rule in spec.include]
+    added_back = set().union(*included)
+    for index, rule in enumerate(spec.exclude):
+        removed = {c.cell_id for c in crossed if _matches(rule, c)}
+        if not removed:  # a warning: a templated matrix may carry a rule for other cases
+            warnings.warn(str(doc.error(("exclude", index), "this rule matches no cell of "
+                                        "the matrix (a typo, or a rule left over?)")),
+                          SpecWarning, stacklevel=2)
+        elif removed <= added_back:
+            raise doc.error(("exclude", index), "this rule has no effect: the include rules "
+                                                "add back every cell it removes")
+    kept = {c.cell_id for c in crossed if not any(_matches(r, c) for r in spec.exclude)}
+    for index, cells in enumerate(included):
+        if cells <= kept:
+            warnings.warn(str(doc.error(("include", index), "this rule adds no cell: each "
+                                        "one is in the matrix already")),
+                          SpecWarning, stacklevel=2)
+    if not expand(spec):
+        raise doc.error(("exclude",), "no cell is left once the exclude rules are applied")
+
+
+def _combinations(grid: dict[str, list[Scalar]]) -> Iterator[dict[str, Scalar]]:
+    keys = sorted(grid)
+    for values in itertools.product(*(grid[k] for k in keys)):
+        yield dict(zip(keys, values, strict=True))
+
+
+def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEntry,
+           given: dict[str, Scalar]) -> Iterator[Cell]:
+    info = load_workload(entry.name)
+    params = info.resolve(given)
+    epochs = entry.epochs or info.epochs
+    config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs)
+    for repeat in range(1, spec.min_repeats + 1):
+        yield Cell(
+            run=spec.name, hardware=hardware, stack=stack, workload=info.name,
+            workload_version=info.version, item_unit=info.item_unit, params=params,
+            epochs=epochs, repeat=repeat,
+            timeout_s=entry.timeout_s or info.timeout_s,
+            memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
+            cell_id=cell_id_of(config_id, repeat),
+        )
+
+
+def _name_matches(wanted: str | list[str] | None, name: str) -> bool:
+    return wanted is None or name == wanted or (isinstance(wanted, list) and name in wanted)
+
+
+def _matches(rule: Rule, cell: Cell) -> bool:
+    if not (_name_matches(rule.hardware, cell.hardware.name)
+            and _name_matches(rule.stack, cell.stack.name)
+            and _name_matches(rule.workload, cell.workload)):
+        return False
+    for key, wanted in rule.params.items():
+        values = wanted if isinstance(wanted, list) else [wanted]
+        if key not in cell.params or cell.params[key] not in values:
+            return False
+    return True
+
+
+def _describe(rule: Rule) -> str:
+    parts = [f"{k}={v}" for k, v in rule.model_dump(exclude_defaults=True).items()
+             if k != "params"]
+    parts += [f"{k}={v}" for k, v in rule.params.items()]
+    return "exclude rule (" + ", ".join(parts) + ")"
+
+
+def _sort_key(cell: Cell) -> tuple[object, ...]:
+    # Repeats outermost, so drift over a long sweep spreads over every configuration alike.
+    def orderable(value: Scalar) -> tuple[int, object, str]:
+        return (0, value, "") if isinstance(value, int | float) else (1, 0, str(value))
+
+    params = tuple((k, orderable(v)) for k, v in sorted(cell.params.items()))
+    return (cell.repeat, cell.hardware.name, cell.stack.name, cell.workload, params,
+            cell.cell_id)

@@ -1,0 +1,145 @@
+"""The plan: which cells of a matrix run now, which are skipped and why, and how long it takes.
+
+Reasons to skip a cell: not selected by --only, excluded by a rule, incompatible with its
+hardware, hardware that no node offers, or already done (an `ok` result in the journal).
+With `repeats: {min, max, until_cv}` the plan holds the repeats the journal asks for now
+(repeats.py) and names those a configuration may still get, up to `max`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from orchestrator.errors import MatrixError
+from orchestrator.hardware import LocalMachine
+from orchestrator.plan.cells import Cell, excluded, expand, incompatibility
+from orchestrator.plan.repeats import extra_repeats
+from orchestrator.providers import provider_for
+from orchestrator.results.store import CellResult, done_cells
+from orchestrator.spec.model import MatrixSpec
+from orchestrator.workload_registry import load_workload
+
+CELL_STARTUP_S = 2.0  # worker start and framework import, for estimates without history
+
+
+class OnlyFilterError(MatrixError):
+    """An --only selector that names nothing in the matrix."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    """`--only KEY=V1,V2`: keep cells whose hardware, stack, workload or parameter KEY is a Vi."""
+
+    key: str
+    values: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Selector:
+        key, sep, values = text.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise OnlyFilterError(f"--only {text!r}: expected KEY=VALUE[,VALUE...], "
+                                  "e.g. --only hardware=laptop or --only batch_size=32,64")
+        return cls(key.strip(), tuple(v.strip() for v in values.split(",")))
+
+    def value_of(self, cell: Cell) -> str | None:
+        named = {"hardware": cell.hardware.name, "stack": cell.stack.name,
+                 "workload": cell.workload}
+        if self.key in named:
+            return named[self.key]
+        value = cell.params.get(self.key)
+        return None if value is None else str(value).lower() if isinstance(value, bool) else str(
+            value)
+
+    def matches(self, cell: Cell) -> bool:
+        return self.value_of(cell) in self.values
+
+
+@dataclass(frozen=True)
+class Skipped:
+    cell: Cell
+    reason: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    to_run: list[Cell]
+    skipped: list[Skipped]
+    estimate_s: dict[str, float | None] = field(default_factory=dict)  # cell_id -> seconds
+    # Adaptive repeats: the cells a configuration may still get if its noise stays above
+    # the target (to_run holds those it gets now).
+    may_add: list[Cell] = field(default_factory=list)
+
+    def total_estimate_s(self, cells: list[Cell] | None = None) -> float | None:
+        """Sum of the estimates of the cells to run (or of `cells`); None if any has none."""
+        values = [self.estimate_s.get(c.cell_id) for c in
+                  (self.to_run if cells is None else cells)]
+        return None if any(v is None for v in values) else float(sum(values))  # type: ignore[arg-type]
+
+
+def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
+              only: Iterable[Selector] = (), cluster_hardware: set[str] | None = None,
+              rerun: bool = False, launch: bool = True) -> Plan:
+    """Decide every cell's fate. `cluster_hardware`: the hardware names the nodes of an
+    existing cluster offer (None: this machine, plus the nodes each hardware's provider
+    brings up where `launch`)."""
+    history = list(history)
+    done = set() if rerun else done_cells(history)
+    selectors = list(only)
+    cells = expand(spec)
+    for selector in selectors:
+        if not any(selector.value_of(c) is not None for c in cells):
+            raise OnlyFilterError(f"--only {selector.key}=...: no cell has a hardware, stack, "
+                                  f"workload or parameter called {selector.key!r}")
+    later: list[Cell] = []
+    if not isinstance(spec.repeats, int):  # with --rerun, the journal's repeats are redone
+        more, later = extra_repeats(spec.repeats, cells, [] if rerun else history)
+        cells = sorted([*cells, *more], key=lambda c: c.repeat)  # stable: grid order kept
+    to_run: list[Cell] = []
+    skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
+    for cell in cells:
+        reason = _skip_reason(cell, local, selectors, cluster_hardware, done, launch)
+        if reason:
+            skipped.append(Skipped(cell, reason))
+        else:
+            to_run.append(cell)
+    may_add = [c for c in later if not _skip_reason(c, local, selectors, cluster_hardware, done,
+                                                    launch)]
+    walls = _walls_by_config(history)
+    estimate = {c.cell_id: _estimate(c, walls) for c in [*to_run, *may_add]}
+    return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate, may_add=may_add)
+
+
+def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
+                 cluster_hardware: set[str] | None, done: set[str], launch: bool) -> str | None:
+    if not all(s.matches(cell) for s in selectors):
+        return "not selected (--only)"
+    problem = incompatibility(cell)
+    if problem:
+        return f"incompatible: {problem}"
+    if cluster_hardware is None:  # this machine, or nodes the hardware's provider brings up
+        reason = provider_for(cell.hardware.kind).skip_reason(cell, local, launch)
+        if reason:
+            return reason
+    elif cell.hardware.name not in cluster_hardware:
+        return f"no node of the cluster offers hw:{cell.hardware.name}"
+    if cell.cell_id in done:
+        return "already done (ok in the journal; --rerun to redo)"
+    return None
+
+
+def _walls_by_config(history: list[CellResult]) -> dict[str, list[float]]:
+    walls: dict[str, list[float]] = {}
+    for result in history:
+        if result.cell.status.is_done():
+            walls.setdefault(result.cell.config_id, []).append(result.cell.wall_s)
+    return walls
+
+
+def _estimate(cell: Cell, walls: dict[str, list[float]]) -> float | None:
+    if cell.config_id in walls:
+        return statistics.median(walls[cell.config_id])
+    per_epoch = load_workload(cell.workload).estimate_s_per_epoch.get(
+        str(cell.params.get("preset", "")))
+    return None if per_epoch is None else CELL_STARTUP_S + per_epoch * cell.epochs

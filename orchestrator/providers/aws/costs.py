@@ -1,0 +1,56 @@
+"""What EC2 hardware costs, for the `aws` provider: each entry's price with its source and
+date, and the head node's (orchestrator/run/costs.py puts them on rows and budgets).
+
+A price is looked up once per sweep: through the AWS APIs where credentials exist, else
+from the cache or the shipped table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.providers import Price
+from orchestrator.providers.aws.pricing import PriceBook
+
+if TYPE_CHECKING:
+    from orchestrator.spec.model import Hardware, MatrixSpec
+
+
+def hardware_prices(spec: MatrixSpec, ec2: list[Hardware], book: PriceBook | None = None,
+                    warn: Callable[[str], None] = lambda line: None) -> dict[str, Price]:
+    """Hardware name -> its price per hour, for the EC2 entries that have one; a failed API
+    lookup is passed to `warn` and the cache or the shipped table answers."""
+    if not ec2 or spec.aws is None:
+        return {}
+    book = book or PriceBook()
+    clients = _clients(spec.aws.region)
+    prices = {}
+    for hardware in ec2:
+        price = book.price(str(hardware.instance_type), spec.aws.region, hardware.spot, clients)
+        if price is not None:
+            prices[hardware.name] = price
+    for failure in book.failures:
+        warn(f"price lookup failed, using the cache or the shipped table: {failure}")
+    return prices
+
+
+def head_price(spec: MatrixSpec, book: PriceBook | None = None) -> Price | None:
+    """The head node's on-demand price: it bills for the whole sweep."""
+    if spec.aws is None:
+        return None
+    book = book or PriceBook()
+    return book.price(spec.aws.head_instance_type, spec.aws.region, False,
+                      _clients(spec.aws.region))
+
+
+def _clients(region: str) -> tuple[Any, Any] | None:
+    """(pricing, ec2) clients where boto3 and credentials exist; never reads the keys out."""
+    try:
+        import boto3
+    except ImportError:
+        return None
+    session = boto3.Session(region_name=region)
+    if session.get_credentials() is None:
+        return None
+    return session.client("pricing", region_name="us-east-1"), session.client("ec2")

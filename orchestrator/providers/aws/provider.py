@@ -1,0 +1,132 @@
+"""The `aws` provider (orchestrator/providers/__init__.py): kind `ec2`.
+
+Its cells run on a Ray cluster launched for the sweep (cluster.py) with a driver on the
+head (head_driver.py), followed from here (ec2_group.py). It checks the `aws:` section and
+each EC2 entry, prices instances (pricing.py), checks quotas before anything is built,
+answers for ECR, uploads a run to S3 and removes what runs left behind.
+Nothing outside this package imports boto3 for a sweep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.executors import needs_image
+from orchestrator.hardware import instance_type_problem
+from orchestrator.providers import BaseProvider, CellGroup, Launch, Price, Say
+from orchestrator.providers.aws.aws import ecr_auth, is_ecr
+from orchestrator.providers.aws.settings import aws_setting_problem
+
+if TYPE_CHECKING:
+    from orchestrator.hardware import LocalMachine
+    from orchestrator.plan.cells import Cell
+    from orchestrator.spec.model import Hardware, MatrixSpec
+
+
+class AwsProvider(BaseProvider):
+    launches = True
+
+    def hardware_problem(self, hardware: Hardware) -> str | None:
+        if not hardware.instance_type:
+            return "kind ec2 needs an instance_type (e.g. p3.2xlarge)"
+        return instance_type_problem(hardware.instance_type, hardware.gpus)
+
+    def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
+        if spec.aws and (problem := aws_setting_problem(spec.aws)):
+            return ("aws", problem[0]), problem[1]
+        if not any(h.kind == "ec2" for h in spec.hardware):
+            return None
+        if spec.aws is None or spec.aws.instance_profile is None:
+            where: tuple[str | int, ...] = ("aws", "instance_profile") if spec.aws else \
+                ("hardware",)
+            return where, ("EC2 hardware needs aws.instance_profile: the IAM instance profile "
+                           "its nodes run with (docs/aws.md)")
+        if spec.images.registry is None and any(needs_image(s) for s in spec.stacks):
+            return ("images", "registry"), (
+                "EC2 nodes pull each stack's image from a registry: set images.registry to "
+                "an ECR repository URI, e.g. "
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com/matrix-bench")
+        return None
+
+    def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
+        if not launch:
+            return (f"no node offers hw:{cell.hardware.name} (EC2 hardware runs on a Ray "
+                    "cluster)")
+        if not needs_image(cell.stack):
+            return ("incompatible: EC2 nodes run cells in their stack's image, and stack "
+                    f"{cell.stack.name} has none (executor: process)")
+        return None
+
+    def prices(self, spec: MatrixSpec, hardware: list[Hardware], warn: Say
+               ) -> dict[str, Price]:
+        from orchestrator.providers.aws.costs import hardware_prices
+
+        return hardware_prices(spec, hardware, warn=warn)
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], say: Say) -> None:
+        from orchestrator.providers.aws.cluster import Clients, check_launch_quotas
+
+        assert spec.aws is not None
+        check_launch_quotas(spec, Clients.for_region(spec.aws.region).service_quotas, say)
+
+    def launch(self, launch: Launch) -> CellGroup:
+        """The cluster's group: its head driver gets the cells, prices and budget."""
+        from orchestrator.providers.aws.cluster import Clients, RayLauncher
+        from orchestrator.providers.aws.costs import head_price
+        from orchestrator.providers.aws.ec2_group import HEAD_RUN_ROOT, Ec2Group, Ec2Work
+        from orchestrator.providers.aws.head_driver import DriverInput
+
+        spec = launch.spec
+        assert spec.aws is not None
+        run_id = launch.run_dir.name  # the run tag; `matrix cleanup` spares runs locked here
+        head = head_price(spec)
+        driver_input = DriverInput(
+            run_id=run_id, region=spec.aws.region, run_root=f"{HEAD_RUN_ROOT}/{run_id}",
+            cells=launch.cells, images={c.stack.name: launch.images[c.stack.name]
+                                        for c in launch.cells},
+            tool=launch.tool, budget_usd=spec.budget_usd,
+            usd_per_hour={name: price.usd_per_hour for name, price in launch.prices.items()},
+            head_usd_per_hour=head.usd_per_hour if head else 0.0,
+            estimate_s=launch.estimate_s,
+            follower_grace_s=launch.options.get("follower_grace_s", 600.0))
+        work = Ec2Work(spec=spec, run_id=run_id, run_dir=launch.run_dir,
+                       driver_input=driver_input)
+        return Ec2Group(work, launch.options.get("launcher") or RayLauncher(),
+                        Clients.for_region(spec.aws.region), launch.record, launch.say)
+
+    def after_run(self, spec: MatrixSpec, run_dir: Path, say: Say) -> None:
+        """Copy the run's results to `aws.results_uri`; a failure is reported, the local
+        run stays whole."""
+        if spec.aws is None or not spec.aws.results_uri:
+            return
+        import boto3
+
+        from orchestrator.providers.aws.s3 import upload_run
+
+        uri = spec.aws.results_uri
+        try:
+            keys = upload_run(boto3.client("s3", region_name=spec.aws.region), run_dir, uri)
+        except Exception as exc:  # botocore errors: no access, no bucket, no network
+            say(f"upload to {uri} failed: {str(exc).splitlines()[0]} (the run is complete "
+                f"in {run_dir})")
+            return
+        say(f"uploaded: {len(keys)} files to {uri.rstrip('/')}/{run_dir.name}/")
+
+    def remove_leftovers(self, owned_runs: set[str], dry_run: bool, region: str | None
+                         ) -> list[str]:
+        """Instances, key pairs and security groups of runs no live sweep owns, in
+        `region` (providers/aws/cleanup.py)."""
+        import boto3
+
+        from orchestrator.providers.aws.cleanup import cleanup
+
+        return cleanup(boto3.client("ec2", region_name=region), owned_runs, dry_run=dry_run)
+
+    def registry_auth(self, reference: str, for_push: bool) -> dict[str, str] | None:
+        """ECR credentials for an ECR reference (a node's instance profile may read its
+        run's repository; a push creates the repository if needed), else None."""
+        return ecr_auth(reference, for_push=for_push) if is_ecr(reference) else None
+
+
+PROVIDER = AwsProvider()

@@ -1,0 +1,28 @@
+"""The `aws:` section of a matrix file, judged before anything reaches AWS: a real region,
+an AMI id, an SSH source that is not the internet at large, an S3 URI. The matrix loader
+(spec/load.py) turns a problem into one located line."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from orchestrator.hardware import region_problem
+from orchestrator.providers.aws.network import ssh_cidr_problem
+
+if TYPE_CHECKING:
+    from orchestrator.spec.model import Aws
+
+
+def aws_setting_problem(aws: Aws) -> tuple[str, str] | None:
+    """(the field, what is wrong with it) for the first bad setting, or None."""
+    if problem := region_problem(aws.region):
+        return "region", problem
+    if aws.ami is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", aws.ami):
+        return "ami", f"{aws.ami!r} is not an AMI id (ami-0123456789abcdef0)"
+    if aws.ssh_cidr is not None and (problem := ssh_cidr_problem(aws.ssh_cidr)):
+        return "ssh_cidr", problem
+    if aws.results_uri is not None and not re.fullmatch(
+            r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?", aws.results_uri):
+        return "results_uri", f"{aws.results_uri!r} is not an S3 URI (s3://bucket/prefix)"
+    return None

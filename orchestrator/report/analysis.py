@@ -1,0 +1,288 @@
+"""What the report derives from the rows: per-configuration medians and spread, scaling
+against one device, and the best choice per workload.
+
+It summarises what the rows carry, after judge.py has judged each row: a configuration's
+figure is the median of its rows' figures, its flags the union of theirs. Speedup compares
+throughput with the configuration that differs only in its device count and has one device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.plan.repeats import settled
+from orchestrator.report.markdown import fmt, present
+from orchestrator.results.records import Flag
+from orchestrator.workload_registry import device_param_columns
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NOISY_SPREAD = 0.10  # (max - min) / median of a configuration's throughput samples
+SCALING_COLUMNS = ("speedup_ratio", "parallel_efficiency_fraction")
+
+
+def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per config_id: medians and spread over its samples, its flags, and the
+    medians of the workload's own `metrics`."""
+    import pandas as pd
+
+    repeat_cv = _repeat_cv(rows)
+    first_warmup = _first_epoch_warmup_s(rows)
+    summaries = []
+    for config_id, group in rows.groupby("config_id", sort=False):
+        throughput = group["items_per_s"]
+        median = float(throughput.median())
+        spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
+        flags = set(filter(None, ",".join(group["flags"].fillna("")).split(",")))
+        cv, target = repeat_cv.get(config_id), _median(group, "target_cv")
+        if (spread > NOISY_SPREAD and len(group) > 1) or not settled(cv, target):
+            flags.add(Flag.NOISY.value)
+        summary = {
+            "config_id": config_id,
+            "workload": _first(group, "workload"),
+            "hardware": group["hardware"].iloc[0],
+            "stack": group["stack"].iloc[0],
+            "repeats": group["cell_id"].nunique(),
+            "samples": len(group),
+            "repeat_cv": cv,
+            "target_cv": target,
+            "train_s": float(group["train_s"].median()),
+            "epoch_s": _median(group, "epoch_s"),
+            "warmup_s": first_warmup.get(config_id),
+            "step_s": _mean_step_s(group),
+            "items_per_s": median,
+            "spread": spread,
+            "eval_items_per_s": _median(group, "eval_items_per_s"),
+            "mem_bytes": _median(group, "mem_alloc_peak_bytes"),
+            "rss_bytes": _median(group, "host_rss_peak_bytes"),
+            "peak_fraction": _median(group, "peak_fraction"),
+            "speedup_ratio": _median(group, "speedup_ratio"),  # as the rows carry them
+            "parallel_efficiency_fraction": _median(group, "parallel_efficiency_fraction"),
+            "achieved_flops": _median(group, "achieved_flops"),
+            "devices": _devices(group),
+            "gpu_model": _first(group, "gpu_model"),
+            "instance_type": _first(group, "instance_type"),
+            "price_per_hour_usd": _median(group, "price_per_hour_usd"),
+            "epoch_cost_usd": _median(group, "epoch_cost_usd"),
+            "usd_per_million_items": _median(group, "usd_per_million_items"),
+            "flags": ",".join(sorted(flags)),
+            "judgement": _worst_judgement(group),
+            "peak_note": _first(group, "peak_note"),
+        }
+        for column in (c for c in group.columns if c.startswith("param.")):
+            summary[column] = group[column].iloc[0]
+        for metric in metrics:
+            summary[f"metric.{metric}"] = _median(group, metric)
+        summaries.append(summary)
+    return pd.DataFrame(summaries)
+
+
+def _median(group: pd.DataFrame, column: str) -> float | None:
+    if column not in group or group[column].isna().all():
+        return None
+    return float(group[column].median())
+
+
+def repeat_medians(rows: pd.DataFrame) -> pd.Series:
+    """Each repeat's throughput, the median items/s of its timed epochs, indexed by
+    (config_id, cell_id): the unit of replication of compare and of adaptive repeats (a
+    cell's epochs share its process, so they are not independent samples)."""
+    return rows.groupby(["config_id", "cell_id"], sort=False)["items_per_s"].median()
+
+
+def _repeat_cv(rows: pd.DataFrame) -> dict[str, float]:
+    """config_id -> the coefficient of variation of its per-repeat throughput, for
+    configurations of two repeats or more."""
+    by_config = repeat_medians(rows).groupby(level="config_id", sort=False)
+    cv = (by_config.std(ddof=1) / by_config.mean())[by_config.size() >= 2]
+    return {str(k): float(v) for k, v in cv.items()}
+
+
+def _first_epoch_warmup_s(rows: pd.DataFrame) -> dict[str, float]:
+    """config_id -> the median over its repeats of the first epoch's warm-up time: the
+    steps that compile, allocate and tune before any step is timed."""
+    if "warmup_s" not in rows or rows["warmup_s"].isna().all():
+        return {}
+    first = rows.sort_values("epoch", kind="stable").drop_duplicates("cell_id")
+    medians = first.groupby("config_id", sort=False)["warmup_s"].median().dropna()
+    return {str(k): float(v) for k, v in medians.items()}
+
+
+def _mean_step_s(group: pd.DataFrame) -> float | None:
+    """Seconds per timed step from the same totals as items/s (train_s / steps), so the two
+    figures of a row always agree; the median step (`step_s_median`) is a statistic of the
+    steps' spread, not of the rate."""
+    if "steps" not in group or group["steps"].isna().all():
+        return None
+    return float((group["train_s"] / group["steps"]).median())
+
+
+def _worst_judgement(group: pd.DataFrame) -> str:
+    """Why the configuration is implausible: the reason given for its fastest flagged row
+    (the largest factor), or "" where no row is flagged."""
+    if "judgement" not in group:
+        return ""
+    flagged = group[group["judgement"].fillna("").astype(str) != ""]
+    if flagged.empty:
+        return ""
+    return str(flagged.loc[flagged["items_per_s"].idxmax(), "judgement"])
+
+
+def _devices(group: pd.DataFrame) -> int:
+    """The devices a configuration trains on: its workload's own count where it declares
+    one (`sets_devices`: nmt_dp's `workers`, keras_lstm's `devices`; CPU workers count
+    too), else the GPUs its worker saw."""
+    for column in device_param_columns(group["workload"].dropna().unique()):
+        if column in group and (_median(group, column) or 0) > 0:
+            return int(_median(group, column) or 0)
+    return int(_median(group, "gpu_count") or 0)
+
+
+def _first(group: pd.DataFrame, column: str) -> str | None:
+    if column not in group:
+        return None
+    values = group[column].dropna()
+    return str(values.iloc[0]) if len(values) else None
+
+
+def twin_keys(summary: pd.DataFrame) -> list[str]:
+    """What configurations that differ only in their device count share."""
+    devices = device_param_columns(summary["workload"].dropna().unique())
+    return ["workload", "stack", "gpu_model", "instance_type",
+            *(c for c in summary.columns if c.startswith("param.") and c not in devices)]
+
+
+def with_scaling(summary: pd.DataFrame) -> pd.DataFrame:
+    """`speedup_ratio` and `parallel_efficiency_fraction` for configurations whose one-device
+    twin (same workload, stack, GPU model, instance type and settings but the device
+    count) is in the summary."""
+    summary = summary.copy()
+    for column in SCALING_COLUMNS:
+        summary[column] = float("nan")
+    if "workload" not in summary or not len(summary):
+        return summary
+    for _, members in summary.groupby(twin_keys(summary), sort=False, dropna=False):
+        single = members[members["devices"] == 1]
+        if single.empty or members["devices"].nunique() < 2:
+            continue
+        base = float(single["items_per_s"].iloc[0])
+        speedup = members["items_per_s"] / base
+        summary.loc[members.index, "speedup_ratio"] = speedup
+        summary.loc[members.index, "parallel_efficiency_fraction"] = \
+            speedup / members["devices"].clip(lower=1)
+    return summary
+
+
+def with_whole_epoch(df: pd.DataFrame) -> pd.DataFrame:
+    """`epoch_s` on every measured row: the epoch as the user waits for it. Records from
+    before the meter measured it carry the sum of what they timed (warm-up, timed steps,
+    evaluation): a lower bound, short of what the loop did between them."""
+    if "train_s" not in df.columns:
+        return df
+    parts = df["train_s"] + sum(df[c].fillna(0.0) for c in ("warmup_s", "eval_s") if c in df)
+    df["epoch_s"] = df["epoch_s"].fillna(parts) if "epoch_s" in df else parts
+    return df
+
+
+def derived(df: pd.DataFrame) -> pd.DataFrame:
+    """The joined rows with what is derived from all of them: scaling against one device,
+    then every row judged against what is physically possible (judge.py)."""
+    from orchestrator.report.judge import judged
+
+    return judged(add_scaling_columns(df))
+
+
+def add_scaling_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their configuration's speedup and parallel efficiency (NaN where no
+    one-device twin ran)."""
+    df = df.drop(columns=[c for c in SCALING_COLUMNS if c in df.columns])
+    ok = (df[(df["status"] == "ok") & df["items_per_s"].notna()] if "items_per_s" in df
+          else df.iloc[0:0])
+    if not len(ok):
+        for column in SCALING_COLUMNS:
+            df[column] = float("nan")
+        return df
+    summary = with_scaling(config_summary(ok))
+    mapping = summary.set_index("config_id")[list(SCALING_COLUMNS)]
+    return df.join(mapping, on="config_id")
+
+
+def config_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """config_id -> a short name for people: the workload when there are several, the
+    hardware, the stack when there are several, and the settings that vary (where set)."""
+    configs = rows.drop_duplicates("config_id")
+    varying = [c for c in configs.columns if c.startswith("param.")
+               and configs[c].dropna().astype(str).nunique() > 1]
+    several = {key: configs[key].nunique() > 1 for key in ("workload", "stack")
+               if key in configs}
+    labels = {}
+    for _, row in configs.iterrows():
+        parts = [str(row["workload"])] if several.get("workload") else []
+        parts.append(str(row["hardware"]) + (f"/{row['stack']}" if several["stack"] else ""))
+        parts += [f"{c.removeprefix('param.')}={fmt(row[c])}" for c in varying
+                  if present(row[c])]
+        labels[str(row["config_id"])] = " ".join(parts)
+    return labels
+
+
+@dataclass(frozen=True)
+class Choice:
+    question: str  # "fastest", ...
+    config_id: str
+    value: str  # the figure that makes it the answer, with its unit
+
+
+def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
+    """Per workload: the fastest configuration, the cheapest per million items and the
+    cheapest per epoch (where prices exist). Implausible rows never win; a noisy winner
+    is named with its noise."""
+    candidates = summary[~summary["flags"].str.contains(Flag.IMPLAUSIBLE.value, na=False)]
+    if candidates.empty:
+        return []
+    fastest = candidates.loc[candidates["items_per_s"].idxmax()]
+    choices = [Choice("fastest", fastest["config_id"],
+                      f"{fastest['items_per_s']:,.0f} {unit}s/s" + noise_note(fastest))]
+    priced = candidates[candidates["usd_per_million_items"].notna()]
+    if not priced.empty:
+        cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]
+        choices.append(Choice(f"cheapest per million {unit}s", cheapest["config_id"],
+                              f"${cheapest['usd_per_million_items']:.4g} per million"
+                              + noise_note(cheapest)))
+        per_epoch = priced.loc[priced["epoch_cost_usd"].idxmin()]
+        choices.append(Choice("cheapest epoch", per_epoch["config_id"],
+                              f"${per_epoch['epoch_cost_usd']:.4g} per epoch"
+                              + noise_note(per_epoch)))
+    return choices
+
+
+def noise_note(row: pd.Series) -> str:
+    """", noisy: ..." for a configuration flagged noisy (how much, and against what), else
+    "": a best choice never hides that its figure moves from run to run."""
+    if Flag.NOISY.value not in str(row.get("flags") or "").split(","):
+        return ""
+    parts = [f"spread {row['spread']:.0%}"]
+    if present(row.get("repeat_cv")):
+        target = row.get("target_cv")
+        parts.append(f"CV over repeats {row['repeat_cv']:.1%}"
+                     + (f", target {target:.1%}" if present(target) else ""))
+    return " (noisy: " + "; ".join(parts) + ")"
+
+
+COST_COLUMNS = ("cell_cost_usd", "epoch_cost_usd", "usd_per_million_items")
+
+
+def add_cost_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """cell_cost_usd (the cell's wall time), epoch_cost_usd (the whole epoch, `epoch_s`:
+    warm-up and evaluation included, as the user pays for it) and usd_per_million_items
+    (at the steady-state training rate), where rows carry a price."""
+    if "price_per_hour_usd" not in df.columns:
+        return df
+    per_s = df["price_per_hour_usd"] / 3600
+    df["cell_cost_usd"] = df["wall_s"] * per_s
+    if "train_s" in df.columns:
+        df["epoch_cost_usd"] = df.get("epoch_s", df["train_s"]) * per_s
+        df["usd_per_million_items"] = per_s / df["items_per_s"] * 1e6
+    return df

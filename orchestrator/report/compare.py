@@ -1,0 +1,123 @@
+"""`matrix compare BASE NEW`: did a configuration get slower or faster between two runs?
+
+Configurations are joined on `config_id` (same hardware, stack, workload and settings).
+The unit of replication is the repeat, not the epoch: the epochs of one cell share its
+process, its data order and its machine state, so they are not independent samples. Each
+repeat counts once, by the median of its timed epochs' items/s. For each configuration, the
+ratio of NEW's median repeat to BASE's, with a 95% bootstrap interval over repeats (both
+sides resampled with replacement, the ratio of medians each time), and one of five
+verdicts: regression or improvement (beyond the threshold, the interval wholly on that side
+of 1), equivalent (the whole interval within the threshold), inconclusive (anything else:
+the interval reaches past the threshold, so the runs cannot tell), or too few repeats
+(fewer than MIN_REPEATS on a side: the ratio is shown, nothing is concluded). A wide
+interval is never read as "no change".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+MIN_REPEATS = 3
+DEFAULT_THRESHOLD = 0.05
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+RULE = (f"Per configuration (joined on config_id): each repeat counts once, by the median of "
+        f"its timed epochs' items/s (epochs of one process are not independent samples); "
+        f"ratio = NEW median repeat / BASE median repeat, with a {CONFIDENCE:.0%} bootstrap "
+        f"interval over repeats ({RESAMPLES} resamples of both sides). Regression: ratio "
+        "below 1 - threshold and the interval wholly below 1; improvement: above 1 + "
+        "threshold and wholly above 1; equivalent: the whole interval within 1 +- threshold; "
+        f"otherwise inconclusive. Fewer than {MIN_REPEATS} repeats on a side: too few "
+        "repeats, nothing concluded.")
+
+
+class Verdict(StrEnum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    EQUIVALENT = "equivalent"
+    INCONCLUSIVE = "inconclusive"
+    THIN = "too few repeats"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    config_id: str
+    label: str  # workload, hardware/stack and the settings, for people
+    base_repeats: int
+    new_repeats: int
+    base_median: float  # of the repeats' medians, items/s
+    new_median: float
+    ratio: float
+    low: float
+    high: float
+    verdict: Verdict
+
+
+def repeat_throughputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """config_id -> one items/s per repeat that ended ok: the median of its timed epochs."""
+    from orchestrator.report.analysis import repeat_medians
+
+    rows = df[(df["status"] == "ok") & df["items_per_s"].notna()] if len(df) else df
+    if not len(rows):
+        return {}
+    return {str(config): medians.to_numpy(dtype=float)
+            for config, medians in repeat_medians(rows).groupby(level="config_id", sort=True)}
+
+
+def bootstrap_interval(base: np.ndarray, new: np.ndarray, seed: int = 0
+                       ) -> tuple[float, float]:
+    """The central CONFIDENCE interval of median(new*) / median(base*) over resamples of
+    the repeats of each side."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    base_medians = np.median(rng.choice(base, (RESAMPLES, base.size)), axis=1)
+    new_medians = np.median(rng.choice(new, (RESAMPLES, new.size)), axis=1)
+    ratios = new_medians / base_medians
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def verdict(ratio: float, low: float, high: float, threshold: float, enough: bool) -> Verdict:
+    if not enough:
+        return Verdict.THIN
+    if ratio < 1 - threshold and high < 1:
+        return Verdict.REGRESSION
+    if ratio > 1 + threshold and low > 1:
+        return Verdict.IMPROVEMENT
+    if 1 - threshold <= low and high <= 1 + threshold:
+        return Verdict.EQUIVALENT
+    return Verdict.INCONCLUSIVE
+
+
+def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
+                 threshold: float = DEFAULT_THRESHOLD) -> list[Comparison]:
+    """Every configuration with samples on both sides, in the order of BASE."""
+    import numpy as np
+
+    base_samples, new_samples = repeat_throughputs(base), repeat_throughputs(new)
+    from orchestrator.report.analysis import config_labels
+
+    labels = config_labels(new)
+    found = []
+    for config_id, before in base_samples.items():
+        after = new_samples.get(config_id)
+        if after is None:
+            continue
+        ratio = float(np.median(after) / np.median(before))
+        low, high = bootstrap_interval(before, after)
+        enough = min(before.size, after.size) >= MIN_REPEATS
+        found.append(Comparison(
+            config_id=config_id, label=labels.get(config_id, config_id),
+            base_repeats=before.size, new_repeats=after.size,
+            base_median=float(np.median(before)), new_median=float(np.median(after)),
+            ratio=ratio, low=low, high=high,
+            verdict=verdict(ratio, low, high, threshold, enough)))
+    return found

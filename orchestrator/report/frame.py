@@ -1,0 +1,47 @@
+"""A run's rows as the report and the parquet show them: the journal's flat join
+(`ResultStore.joined`) with every derived column: the whole epoch, costs, scaling, and
+every row judged (analysis.py, judge.py). Several runs are derived together, so a
+one-GPU twin may come from another run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
+from orchestrator.results.store import ResultStore, write_parquet
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def recorded(store: ResultStore) -> pd.DataFrame:
+    """The run's rows with the columns computed from each row alone: the whole epoch of
+    rows recorded before `epoch_s`, and the cost columns."""
+    return add_cost_columns(with_whole_epoch(store.joined()))
+
+
+def run_frame(store: ResultStore) -> pd.DataFrame:
+    """One run's rows with everything derived: what the report and the parquet hold."""
+    return derived(recorded(store))
+
+
+def merged_frame(stores: list[ResultStore]) -> pd.DataFrame:
+    """One DataFrame of every run's rows; `run_dir` says which run directory each came from
+    (two runs of one matrix share their `run` name). Scaling is derived again over all of
+    them: a one-GPU twin may come from another run."""
+    import pandas as pd
+
+    frames = []
+    for store in stores:
+        frame = recorded(store)
+        frame.insert(0, "run_dir", store.root.name)
+        frames.append(frame)
+    return derived(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
+
+
+def write_results(store: ResultStore) -> pd.DataFrame:
+    """Write the run's results.parquet from its journal and return what it holds."""
+    df = run_frame(store)
+    write_parquet(df, store.parquet)
+    return df

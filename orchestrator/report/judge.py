@@ -1,0 +1,235 @@
+"""Every row judged against what is physically possible, each time the rows are derived.
+
+A row is judged from what it measured and where it ran (its provenance), never from a
+verdict stored with it: the executor's check ran with the peak table of its day, and a
+journal written by hand or by another tool may carry none. Three bounds:
+
+- **FLOP/s**: the workload's FLOP model (`workloads/<name>/flops.py`) times the row's
+  items/s, against the peak for the row's precision: the datasheet peak of its GPU model
+  times its GPUs, or for a CPU row the estimate made on its node (else a ceiling no CPU of
+  that core count reaches). A GPU the peak table does not know gets "no peak", not a guess.
+- **Scaling**: a speedup above the device count (parallel efficiency above 100% plus
+  `SCALING_TOLERANCE`, for cache effects) cannot come from adding devices.
+- **Memory**: a peak above the device's memory (the GPU's, or the EC2 instance's for host
+  RSS) cannot have been held.
+
+A row beyond a bound is flagged `implausible` with the reason and the factor; the report
+shows the reason under the row in every table, and never names it a best choice.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.hardware import EC2_INSTANCE_TYPES
+from orchestrator.report.markdown import present
+from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
+from orchestrator.results.records import Flag
+from orchestrator.worker.context import model_flops_per_item
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCALING_TOLERANCE = 0.10  # efficiency up to 110% passes: caches can make a little superlinear
+# No CPU core runs above these: 6 GHz x 64 fp32 FLOP per cycle (two 512-bit FMA units), and
+# 6 GHz x 1024 bf16 FLOP per cycle (AMX). Used only where the row's node left no estimate.
+CPU_CORE_CEILING_FLOPS = {"fp32": 6e9 * 64, "bf16": 6e9 * 1024}
+GIB = 1024 ** 3
+JUDGED_COLUMNS = ("achieved_flops", "peak_flops", "peak_source", "peak_fraction",
+                  "peak_note", "judgement")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a row cannot be true, and by what factor it exceeds its bound."""
+
+    reason: str
+    factor: float
+
+
+def judged(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows with their FLOP figures derived again and a `judgement` column (the reasons
+    a row is implausible, "" where none); `flags` carries `implausible` exactly where the
+    judgement found one, or where a stored verdict could not be checked (no peak).
+
+    The FLOP model and the peak depend only on a row's configuration, so they are looked
+    up once per configuration; only the rows a bound catches are walked one by one."""
+    if not len(df) or "items_per_s" not in df or "status" not in df:
+        return df
+    df = df.copy()
+    for column in JUDGED_COLUMNS:
+        if column not in df:
+            df[column] = None
+        df[column] = df[column].astype(object)
+    ok = (df["status"] == "ok") & df["items_per_s"].notna()
+    if not ok.any():
+        return df
+    _flop_figures(df, ok)
+    suspects = ok & (_over(df, "peak_fraction", 1.0)
+                     | _over(df, "parallel_efficiency_fraction", 1 + SCALING_TOLERANCE)
+                     | _memory_suspects(df)
+                     | df["flags"].fillna("").astype(str).str.contains(Flag.IMPLAUSIBLE.value))
+    df.loc[ok, "judgement"] = ""
+    for index in df.index[suspects]:
+        row = df.loc[index]
+        verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory_verdicts(row)
+        flags = [f for f in str(row.get("flags") or "").split(",") if f]
+        stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row["peak_flops"])
+        flags = [f for f in flags if f != Flag.IMPLAUSIBLE.value]
+        if verdicts or stored_unchecked:
+            flags.append(Flag.IMPLAUSIBLE.value)
+        df.at[index, "flags"] = ",".join(flags)
+        df.at[index, "judgement"] = "; ".join(v.reason for v in verdicts) or (
+            str(row.get("error") or "implausible (as recorded)") if stored_unchecked else "")
+    return df
+
+
+def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
+    """achieved_flops, peak_flops, peak_source, peak_fraction and peak_note of the ok rows,
+    in place: FLOPs per item and the peak found once per configuration."""
+    keys = [c for c in ("workload", "flops_per_item", "gpu_model", "gpu_count", "cpu_count",
+                        "peak_flops", "peak_source") if c in df]
+    keys += [c for c in df.columns if str(c).startswith("param.")]
+    for column in ("achieved_flops", "peak_flops", "peak_source", "peak_fraction", "peak_note"):
+        df.loc[ok, column] = None
+    for _, group in df[ok].groupby(keys, dropna=False, sort=False):
+        first = group.iloc[0]
+        per_item = flops_per_item(first)
+        if per_item is None:
+            continue
+        achieved = per_item * group["items_per_s"].astype(float)
+        df.loc[group.index, "achieved_flops"] = achieved
+        peak, where = peak_of(first, precision_of(first))
+        df.loc[group.index, "peak_note"] = where
+        if peak is None:
+            continue
+        df.loc[group.index, "peak_flops"] = peak.flops
+        df.loc[group.index, "peak_source"] = peak.source
+        df.loc[group.index, "peak_fraction"] = achieved / peak.flops
+
+
+def _flop_verdicts(row: Any) -> list[Verdict]:
+    """The verdict on a row whose FLOP/s (_flop_figures) exceed its peak, with the factor."""
+    fraction = row.get("peak_fraction")
+    if not present(fraction) or fraction <= 1:
+        return []
+    return [Verdict(
+        f"implausible: {fraction:.1f}x the {precision_of(row)} peak of {row['peak_note']} "
+        f"({row['peak_flops'] / 1e12:,.1f} TFLOP/s, {row['peak_source']}): "
+        f"{row['achieved_flops'] / 1e12:,.1f} TFLOP/s achieved", float(fraction))]
+
+
+def _over(df: pd.DataFrame, column: str, bound: float) -> pd.Series:
+    import pandas as pd
+
+    if column not in df:
+        return pd.Series(False, index=df.index)
+    return pd.to_numeric(df[column], errors="coerce").fillna(0) > bound
+
+
+def _memory_suspects(df: pd.DataFrame) -> pd.Series:
+    """Rows whose memory peaks may exceed their device's (memory_verdicts decides)."""
+    import pandas as pd
+
+    suspects = pd.Series(False, index=df.index)
+    if "mem_alloc_peak_bytes" in df and "gpu_model" in df:
+        capacity = df["gpu_model"].map(gpu_memory_bytes)
+        suspects |= pd.to_numeric(df["mem_alloc_peak_bytes"], errors="coerce") > \
+            pd.to_numeric(capacity, errors="coerce")
+    if "host_rss_peak_bytes" in df and "instance_type" in df:
+        memory = df["instance_type"].map(
+            lambda name: EC2_INSTANCE_TYPES[name].memory_gib * GIB
+            if name in EC2_INSTANCE_TYPES else None)
+        suspects |= pd.to_numeric(df["host_rss_peak_bytes"], errors="coerce") > \
+            pd.to_numeric(memory, errors="coerce")
+    return suspects.fillna(False)
+
+
+def precision_of(row: Any) -> str:
+    """The row's precision from the glossary: its `precision` parameter, else fp32."""
+    return str(row["param.precision"]) if present(row.get("param.precision")) else "fp32"
+
+
+def flops_per_item(row: Any) -> float | None:
+    """The row's training FLOPs per item: as it was recorded, else from its workload's
+    FLOP model and its parameters; None for a workload without one, or a row that lacks a
+    parameter the model reads."""
+    if present(row.get("flops_per_item")):
+        return float(row["flops_per_item"])
+    try:
+        return model_flops_per_item(str(row.get("workload")), _workload_params(row))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:
+    """The peak the row is judged against and what it is the peak of (or why none)."""
+    gpus = int(row.get("gpu_count") or 0) if present(row.get("gpu_count")) else 0
+    model = row.get("gpu_model") if present(row.get("gpu_model")) else None
+    if model:
+        devices = max(gpus, 1)
+        peak = datasheet_peak(str(model), precision, devices)
+        where = f"{devices} x {model}" if devices > 1 else str(model)
+        return (peak, where) if peak is not None else (
+            None, peak_gap(str(model), precision, devices) or f"no {precision} peak")
+    if present(row.get("peak_flops")) and row.get("peak_source") == "estimate":
+        return Peak(float(row["peak_flops"]), "estimate"), "this CPU"
+    ceiling = CPU_CORE_CEILING_FLOPS.get(precision)
+    cores = row.get("cpu_count")
+    if ceiling is None or not present(cores):
+        return None, f"no {precision} peak known for this CPU"
+    return Peak(ceiling * int(cores), "estimate"), f"any CPU of {int(cores)} cores"
+
+
+def scaling_verdicts(row: Any) -> list[Verdict]:
+    """A speedup above the device count, beyond the tolerance."""
+    efficiency = row.get("parallel_efficiency_fraction")
+    speedup = row.get("speedup_ratio")
+    if not present(efficiency) or not present(speedup) or \
+            efficiency <= 1 + SCALING_TOLERANCE:
+        return []
+    devices = round(float(speedup) / float(efficiency))
+    return [Verdict(f"implausible: speedup {speedup:.2f}x on {devices} devices (efficiency "
+                    f"{efficiency:.0%}, above 100% + {SCALING_TOLERANCE:.0%})",
+                    float(efficiency))]
+
+
+def memory_verdicts(row: Any) -> list[Verdict]:
+    """A memory peak above what the device holds."""
+    verdicts = []
+    capacity = gpu_memory_bytes(row.get("gpu_model"))
+    used = row.get("mem_alloc_peak_bytes")
+    if capacity and present(used) and used > capacity:
+        verdicts.append(Verdict(
+            f"implausible: {used / GIB:,.1f} GiB of GPU memory on a {row['gpu_model']} that "
+            f"holds {capacity / GIB:,.0f} GiB ({used / capacity:.1f}x)", used / capacity))
+    instance = EC2_INSTANCE_TYPES.get(str(row.get("instance_type")))
+    rss = row.get("host_rss_peak_bytes")
+    if instance and present(rss) and rss > instance.memory_gib * GIB:
+        factor = rss / (instance.memory_gib * GIB)
+        verdicts.append(Verdict(
+            f"implausible: {rss / GIB:,.1f} GiB resident on a {instance.name} with "
+            f"{instance.memory_gib:g} GiB of memory ({factor:.1f}x)", factor))
+    return verdicts
+
+
+def gpu_memory_bytes(model: object) -> float | None:
+    """The memory of a GPU model: as its name states it (\"Tesla V100-SXM2-16GB\", \"NVIDIA
+    H100 80GB HBM3\"), else from the peak table; None where neither knows it."""
+    if not isinstance(model, str) or not model:
+        return None
+    # Read as GiB, the larger reading: a bound must never flag what the card can hold.
+    stated = re.search(r"(\d+)\s*GB\b", model)
+    if stated:
+        return float(stated.group(1)) * GIB
+    from orchestrator.report.peaks import gpu_memory_gb
+
+    known = gpu_memory_gb(model)
+    return None if known is None else known * GIB
+
+
+def _workload_params(row: Any) -> dict[str, Any]:
+    return {str(k).removeprefix("param."): (v.item() if hasattr(v, "item") else v)
+            for k, v in row.items() if str(k).startswith("param.") and present(v)}

@@ -1,0 +1,56 @@
+"""Markdown for the report: tables and the number formats every table shares.
+
+Empty strings for missing figures (None or NaN), so a table never shows "nan".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+MIB = 1024 * 1024
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    def line(values: Iterable[object]) -> str:
+        return "| " + " | ".join(str(v) for v in values) + " |"
+
+    return [line(headers), line("---" for _ in headers), *(line(r) for r in rows)]
+
+
+def flag_line(reason: str, width: int) -> list[object]:
+    """The line under a flagged row of a table: why its figures cannot be true. Every table
+    that shows a flagged row shows this line under it."""
+    return [f"↳ {reason}".replace("|", "\\|"), *([""] * (width - 1))]
+
+
+def present(value: object) -> bool:
+    return value is not None and value == value  # NaN is not equal to itself
+
+
+def fmt(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _number(template: str, scale: float = 1.0) -> Callable[[float | None], str]:
+    """A formatter for one kind of figure: `template` applied to value x `scale`."""
+    def render(value: float | None) -> str:
+        return "" if value is None or value != value else template.format(value * scale)
+    return render
+
+
+def fmt_metric(value: float | None) -> str:
+    if value is None or value != value:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+fmt_rate = _number("{:,.0f}")  # items per second
+fmt_mib = _number("{:,.0f}", 1 / MIB)  # bytes as MiB
+fmt_pct = _number("{:.1%}")  # a fraction as a percentage
+fmt_ms = _number("{:.1f}", 1000)  # seconds as milliseconds
+fmt_ratio = _number("{:.2f}x")  # a speedup
+fmt_tflops = _number("{:.2f}", 1e-12)  # FLOP/s as TFLOP/s
+fmt_usd = _number("{:.4g}")  # dollars
+fmt_seconds = _number("{:.3f}")  # seconds

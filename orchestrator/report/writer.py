@@ -1,0 +1,279 @@
+"""The merged DataFrame as a markdown report in the style of the seeds' tables.
+
+Per workload, one row per configuration (`config_id`): the medians over its samples (every
+timed epoch of every repeat) with their spread; a configuration whose throughput spread
+exceeds the threshold is marked noisy. Cells that did not end `ok` are listed with their
+status and reason, skipped cells with theirs, and the environment the rows ran in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator import failpoints
+from orchestrator.plan.repeats import settled
+from orchestrator.report.analysis import NOISY_SPREAD, best_choices, config_summary
+from orchestrator.report.markdown import (
+    flag_line,
+    fmt,
+    fmt_metric,
+    fmt_mib,
+    fmt_ms,
+    fmt_pct,
+    fmt_rate,
+    fmt_ratio,
+    fmt_seconds,
+    fmt_tflops,
+    fmt_usd,
+    present,
+    table,
+)
+from orchestrator.report.plots import labels, save, workload_figures
+from orchestrator.report.seed_tables import seed_views
+from orchestrator.results.store import atomic_write
+from orchestrator.workload_registry import load_workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.plan.planner import Skipped
+
+
+
+def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (),
+                 title: str | None = None, now: datetime | None = None) -> Path:
+    """report.md and its figures (plots/*.png) in `out_dir`; returns the report's path."""
+    figures: dict[str, list[tuple[str, str]]] = {}
+    for workload, summary, unit in workload_summaries(df):
+        for kind, figure in workload_figures(summary, workload, unit).items():
+            relative = f"plots/{workload}-{kind}.png"
+            save(figure, out_dir / relative)
+            figures.setdefault(workload, []).append((figure.axes[0].get_title(), relative))
+    text = render(df, title or out_dir.name, skipped, figures, now)
+    failpoints.reached("report")  # the fault tests kill a sweep here, figures written
+    path = out_dir / "report.md"
+    atomic_write(path, text.encode())
+    return path
+
+
+def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
+    """(workload, its configuration summary with scaling, its item unit), per workload
+    with cells that ended ok."""
+    ok = df[(df["status"] == "ok") & df["epoch"].notna()] if "epoch" in df else df.iloc[0:0]
+    found: list[tuple[str, pd.DataFrame, str]] = []
+    for workload in sorted(ok["workload"].unique()) if len(ok) else []:
+        info = load_workload(workload)
+        rows = ok[ok["workload"] == workload].dropna(axis=1, how="all")  # others' parameters
+        repeated = {f"train_{info.item_unit}s_per_s", f"eval_{info.item_unit}s_per_s"}
+        metrics = [m for m in info.metrics if m in rows and m not in repeated]
+        found.append((workload, config_summary(rows, metrics), info.item_unit))
+    return found
+
+
+def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
+           figures: dict[str, list[tuple[str, str]]] | None = None,
+           now: datetime | None = None) -> str:
+    runs = df["run_dir"].nunique() if "run_dir" in df and len(df) else 1
+    when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"# {title}", "",
+             f"Generated {when} from {df['cell_id'].nunique() if len(df) else 0} cells"
+             + (f" of {runs} runs" if runs > 1 else "") + ".", ""]
+    summaries = workload_summaries(df)
+    lines += _choices_section(summaries)
+    for workload, summary, unit in summaries:
+        lines += _workload_section(summary, workload, unit, (figures or {}).get(workload, []))
+    lines += _implausible_section(df)
+    lines += _cost_section(df)
+    lines += _problems_section(df)
+    lines += _skipped_section(skipped)
+    lines += _environment_section(df)
+    return "\n".join(lines) + "\n"
+
+
+def _choices_section(summaries: list[tuple[str, pd.DataFrame, str]]) -> list[str]:
+    """Per workload: which configuration answers each question, and by what figure."""
+    rows = []
+    for workload, summary, unit in summaries:
+        names = dict(zip(summary["config_id"], labels(summary), strict=True))
+        rows += [[workload, choice.question, names[choice.config_id], choice.value]
+                 for choice in best_choices(summary, unit)]
+    if not rows:
+        return []
+    return ["## Best choices", "", "Implausible configurations are left out; cost questions "
+            "need prices (EC2 hardware).", "",
+            *table(["workload", "question", "configuration", "figure"], rows), ""]
+
+
+def _implausible_section(df: pd.DataFrame) -> list[str]:
+    if "flags" not in df or "items_per_s" not in df or not len(df):
+        return []
+    rows_flagged = df[df["flags"].fillna("").str.contains("implausible")]
+    if not len(rows_flagged):
+        return []
+    # One line per cell: the reason of its fastest flagged row (the largest factor).
+    flagged = rows_flagged.sort_values("items_per_s", ascending=False, na_position="last") \
+        .drop_duplicates("cell_id").sort_values(["workload", "hardware", "stack", "repeat"])
+    rows = [[row["workload"], f"{row['hardware']}/{row['stack']}", f"#{row['repeat']}",
+             str(row.get("judgement") or row.get("error") or "").replace("|", "\\|")]
+            for _, row in flagged.iterrows()]
+    return [f"## Implausible figures ({len(flagged)})", "",
+            "Shown in the tables with the flag, never chosen as best: a figure beyond what "
+            "the hardware can do (its peak, or physics) is a measurement error until "
+            "explained.", "", *table(["workload", "where", "repeat", "why"], rows), ""]
+
+
+def _cost_section(df: pd.DataFrame) -> list[str]:
+    """What the priced cells cost, per hardware and in all, with each price's source."""
+    if "cell_cost_usd" not in df.columns:
+        return []
+    cells = df.drop_duplicates("cell_id")
+    cells = cells[cells["cell_cost_usd"].notna()]
+    if not len(cells):
+        return []
+    rows = []
+    for hardware, group in cells.groupby("hardware", sort=True):
+        first = group.iloc[0]
+        rows.append([hardware, first.get("instance_type", ""), f"{first['price_per_hour_usd']:g}",
+                     first.get("price_source", ""), len(group),
+                     f"{group['wall_s'].sum() / 3600:.3f}", f"{group['cell_cost_usd'].sum():.2f}"])
+    total = float(cells["cell_cost_usd"].sum())
+    lines = ["## Cost", "", *table(["hardware", "instance type", "$/hour", "price", "cells",
+                                    "cell hours", "$"], rows)]
+    lines += ["", f"Total: ${total:.2f} for the cells' own time. Nodes also bill while they "
+                  "boot and idle, and a launched cluster's head for the whole sweep.", ""]
+    return lines
+
+
+def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
+                      figures: list[tuple[str, str]]) -> list[str]:
+    info = load_workload(workload)
+    metrics = [c.removeprefix("metric.") for c in summary.columns if c.startswith("metric.")]
+    varying = [c for c in summary.columns if c.startswith("param.")
+               and summary[c].astype(str).nunique() > 1]
+    summary = summary.sort_values(["hardware", "stack", *varying], kind="stable")
+    has_warmup = bool((summary["warmup_s"].fillna(0) > 0).any())
+    has_target = bool(summary["target_cv"].notna().any())
+    headers = ["hardware", "stack", *(c.removeprefix("param.") for c in varying),
+               "n", "s/epoch", "timed s", *["warm-up s"] * has_warmup, "ms/step",
+               f"train {unit}s/s", "spread", *["CV/repeat"] * has_target]
+    has_eval = bool(summary["eval_items_per_s"].notna().any())
+    has_gpu_mem = bool(summary["mem_bytes"].notna().any())
+    has_peak = bool(summary["achieved_flops"].notna().any())
+    has_devices = bool((summary["devices"] > 0).any())
+    has_scaling = bool(summary["speedup_ratio"].notna().any())
+    has_cost = bool(summary["usd_per_million_items"].notna().any())
+    headers[2:2] = ["devices"] * has_devices
+    headers += [f"eval {unit}s/s"] * has_eval + metrics + ["GPU mem MiB"] * has_gpu_mem
+    headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak)]
+    headers += ["speedup", "efficiency"] * has_scaling
+    headers += ["$/epoch", f"$/M {unit}s"] * has_cost + ["flags"]
+    body = []
+    for _, row in summary.iterrows():
+        cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_devices),
+                 *(fmt(row[c]) for c in varying),
+                 f"{row['samples']} ({row['repeats']}x)", fmt_seconds(row["epoch_s"]),
+                 f"{row['train_s']:.3f}", *[fmt_seconds(row["warmup_s"])] * has_warmup,
+                 fmt_ms(row["step_s"]), f"{row['items_per_s']:,.0f}",
+                 f"{row['spread']:.1%}", *[fmt_pct(row["repeat_cv"])] * has_target]
+        cells += [fmt_rate(row["eval_items_per_s"])] * has_eval
+        cells += [fmt_metric(row[f"metric.{m}"]) for m in metrics]
+        cells += [fmt_mib(row["mem_bytes"])] * has_gpu_mem
+        cells += [fmt_mib(row["rss_bytes"])]
+        cells += [fmt_tflops(row["achieved_flops"]), _of_peak(row)] * has_peak
+        cells += [fmt_ratio(row["speedup_ratio"]), fmt_pct(row["parallel_efficiency_fraction"])
+                  ] * has_scaling
+        cells += [fmt_usd(row["epoch_cost_usd"]), fmt_usd(row["usd_per_million_items"])
+                  ] * has_cost
+        cells += [row["flags"] or ""]
+        body.append(cells)
+        if row.get("judgement"):
+            body.append(flag_line(row["judgement"], len(headers)))
+    fixed = {c.removeprefix("param."): summary[c].iloc[0] for c in summary.columns
+             if c.startswith("param.") and c not in varying}
+    settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
+    plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
+    return [f"## {workload}", "", f"{info.description}", "",
+            _caption(unit, has_warmup, has_target, has_cost), "",
+            *([f"Fixed settings: {settings}.", ""] if settings else []),
+            *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
+            *plots]
+
+
+def _caption(unit: str, has_warmup: bool, has_target: bool, has_cost: bool) -> str:
+    """What the workload table's columns mean, for the columns it has."""
+    times = (f"s/epoch is the whole epoch as you wait for it (warm-up, training, "
+             f"evaluation); timed s is its training steps after warm-up, from which ms/step "
+             f"and {unit}s/s come")
+    if has_warmup:
+        times += ", and warm-up s the first epoch's warm-up (compilation included)"
+    noise = f"Spread = (max - min) / median of train {unit}s/s, noisy above {NOISY_SPREAD:.0%}"
+    if has_target:
+        noise += "; CV/repeat: the coefficient of variation of the repeats' median throughput"
+    if has_cost:
+        noise += "; $/epoch prices the whole epoch"
+    return f"Medians over each configuration's epochs (n = samples, repeats). {times}. {noise}."
+
+
+def _unsettled(summary: pd.DataFrame) -> list[str]:
+    """The configurations whose repeats never got under `repeats: {until_cv}`."""
+    names = dict(zip(summary["config_id"], labels(summary), strict=True))
+    lines = [f"- {names[row['config_id']]}: CV {fmt_pct(row['repeat_cv']) or 'unknown'} "
+             f"over {row['repeats']} repeats, target {row['target_cv']:.1%}"
+             for _, row in summary.iterrows()
+             if present(row["target_cv"]) and not settled(row["repeat_cv"], row["target_cv"])]
+    if not lines:
+        return []
+    return ["Never settled: these configurations' repeats stayed above the target CV "
+            "(`repeats: {until_cv}`) when the sweep ended; their figures move from run to "
+            "run by more than you asked for.", "", *lines, ""]
+
+
+def _of_peak(row: pd.Series) -> str:
+    """The fraction of peak, or "no peak" where the FLOP/s are known and the peak is not."""
+    if present(row["peak_fraction"]):
+        return fmt_pct(row["peak_fraction"])
+    return "no peak" if present(row["achieved_flops"]) else ""
+
+
+def _problems_section(df: pd.DataFrame) -> list[str]:
+    if not len(df):
+        return []
+    cells = df.drop_duplicates("cell_id")
+    bad = cells[cells["status"] != "ok"]
+    if not len(bad):
+        return []
+    rows = []
+    for _, row in bad.sort_values(["workload", "hardware", "stack"]).iterrows():
+        params = " ".join(f"{c.removeprefix('param.')}={fmt(row[c])}" for c in bad.columns
+                          if c.startswith("param.") and present(row[c]))
+        reason = str(row.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+        rows.append([row["workload"], f"{row['hardware']}/{row['stack']}", params,
+                     f"#{row['repeat']}", row["status"], reason, f"logs/{row['cell_id']}.log"])
+    return [f"## Cells that did not finish ok ({len(bad)})", "",
+            *table(["workload", "where", "parameters", "repeat", "status", "reason", "log"],
+                    rows), ""]
+
+
+def _skipped_section(skipped: Iterable[Skipped]) -> list[str]:
+    counts: dict[str, int] = {}
+    for item in skipped:
+        counts[item.reason] = counts.get(item.reason, 0) + 1
+    if not counts:
+        return []
+    rows = [[reason, str(n)] for reason, n in sorted(counts.items())]
+    return ["## Skipped in the last sweep", "", *table(["reason", "cells"], rows), ""]
+
+
+def _environment_section(df: pd.DataFrame) -> list[str]:
+    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "gpu_model",
+               "gpu_count", "driver", "python", "framework", "framework_version", "cuda",
+               "cudnn", "repo_digest", "image_id", "tool_version", "git_revision"]
+    shown = [c for c in columns if c in df and df[c].notna().any()]
+    if "hardware" not in shown:
+        return []
+    env = df[shown].drop_duplicates()
+    rows = [[fmt(v) if present(v) else "" for v in row] for row in env.itertuples(index=False)]
+    return ["## Environment", "", *table(shown, rows), ""]

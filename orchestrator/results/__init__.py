@@ -1,0 +1,1 @@
+"""The journal of records, the result store that reads and writes it, and finding runs."""

@@ -1,0 +1,206 @@
+"""The result records of the journal (docs/ARCHITECTURE.md: result records, statuses and flags).
+
+Every journal line is one of three records sharing the identity fields. Measurements carry
+workload-specific metrics as extra numeric fields whose names carry their units; cell
+records carry one `param.<name>` field per resolved parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 2
+# Version history, and how a record of each older version is upgraded to the next one
+# (ResultStore.read applies them in turn, so any older journal stays readable):
+#   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
+#           gpu_power_mean_w, gpu_sm_clock_mean_mhz, gpu_temp_max_c, gpu_energy_j,
+#           throttle_reasons) and peak_source may be "estimate" (the local CPU's peak).
+#           All are new and optional: a version 1 record is a valid version 2 record.
+#   Within 2, provenance records gained the optional precision_switches (absent: {}),
+#   measurement records the optional epoch_s and timing_block_steps, and cell records the
+#   optional target_cv, so no version and no migration: an older version 2 record is
+#   still a valid one.
+
+
+def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "schema_version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+
+
+class Status(StrEnum):
+    """How a cell ended: a closed list, one per cell."""
+
+    OK = "ok"
+    FAILED = "failed"  # the workload raised
+    CRASHED = "crashed"  # killed by a signal or aborted, no evidence of memory exhaustion
+    OOM = "oom"  # only with evidence: MemoryError, CUDA out of memory, OOMKilled
+    TIMEOUT = "timeout"
+    INVALID_OUTPUT = "invalid_output"  # exit 0 without valid records
+    UNSUPPORTED = "unsupported"  # the workload cannot run this configuration
+    IMAGE_FAILED = "image_failed"
+    STACK_MISMATCH = "stack_mismatch"  # the environment is not what the stack declares
+    EXECUTOR_UNAVAILABLE = "executor_unavailable"
+    NODE_LOST = "node_lost"
+    BUDGET_STOPPED = "budget_stopped"
+
+    def is_done(self) -> bool:
+        """Whether a rerun may skip the cell: only `ok` cells are kept, all others retried."""
+        return self is Status.OK
+
+
+class Flag(StrEnum):
+    """Remarks beside a status; any number per cell or row."""
+
+    IMPLAUSIBLE = "implausible"  # a figure beyond physics (reason in the cell's error field)
+    NOISY = "noisy"  # the configuration's spread is over the threshold
+    THROTTLED = "throttled"  # NVML reported throttling while timing
+    WARMUP_DOMINATED = "warmup_dominated"  # warm-up took longer than the timed steps
+    OVERSUBSCRIBED = "oversubscribed"  # more CPU workers than the cores the cell had
+
+
+class _Identity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    run: str
+    cell_id: str
+    config_id: str
+    repeat: int = Field(ge=1)
+
+
+class MeasurementRecord(_Identity):
+    """One measured unit of work: an epoch, or a timed round for workloads without epochs."""
+
+    model_config = ConfigDict(extra="allow")
+
+    record: Literal["measurement"] = "measurement"
+    epoch: int = Field(ge=1)
+    train_s: float = Field(gt=0)
+    items: float = Field(gt=0)
+    item_unit: Literal["word", "token", "sample", "example", "second"]
+    items_per_s: float = Field(gt=0)
+    eval_s: float | None = None
+    eval_items_per_s: float | None = None
+    step_s_median: float | None = None
+    step_s_p90: float | None = None
+    steps: int | None = None
+    warmup_steps: int = Field(default=0, ge=0)
+    warmup_s: float | None = None
+    epoch_s: float | None = None  # the whole epoch: warm-up, timed steps, evaluation, between
+    timing_block_steps: int | None = None  # steps per synchronised block (block timing)
+    mem_alloc_peak_bytes: int | None = None
+    mem_reserved_peak_bytes: int | None = None
+    nvml_used_peak_bytes: int | None = None
+    host_rss_peak_bytes: int | None = None
+    gpu_util_mean_pct: float | None = None
+    gpu_power_mean_w: float | None = None
+    gpu_sm_clock_mean_mhz: float | None = None
+    gpu_temp_max_c: float | None = None
+    gpu_energy_j: float | None = None
+    throttle_reasons: str | None = None  # comma-separated NVML reasons seen in the epoch
+    flops_per_item: float | None = None
+    achieved_flops: float | None = None
+    peak_flops: float | None = None
+    peak_source: Literal["datasheet", "measured", "estimate"] | None = None
+    peak_fraction: float | None = None
+
+    @model_validator(mode="after")
+    def _extras_are_numbers(self) -> MeasurementRecord:
+        # workload metrics only: every field with another type is declared above
+        for key, value in (self.model_extra or {}).items():
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not math.isfinite(value)):
+                raise ValueError(f"metric {key!r} must be a finite number, got {value!r}")
+        return self
+
+
+class CellRecord(_Identity):
+    """How one cell ended; one per finished cell (per attempt that reached the journal)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    record: Literal["cell"] = "cell"
+    status: Status
+    flags: list[Flag] = Field(default_factory=list)
+    started_at: str  # ISO 8601, UTC
+    wall_s: float = Field(ge=0)
+    workload_s: float | None = None  # the worker's own time inside the cell, for overhead
+    attempts: int = Field(default=1, ge=1)
+    target_cv: float | None = None  # repeats: {until_cv} of the sweep that ran it
+    node_id: str | None = None
+    hardware: str
+    stack: str
+    workload: str
+    error: str | None = None
+    log_tail: str | None = None
+
+    @model_validator(mode="after")
+    def _extras_are_params(self) -> CellRecord:
+        for key in self.model_extra or {}:
+            if not key.startswith("param."):
+                raise ValueError(f"unexpected field {key!r} in a cell record")
+        return self
+
+    def params(self) -> dict[str, Any]:
+        return {k.removeprefix("param."): v for k, v in (self.model_extra or {}).items()}
+
+
+class ProvenanceRecord(_Identity):
+    """Where and with what a cell ran."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record: Literal["provenance"] = "provenance"
+    python: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    driver: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    hostname: str | None = None
+    instance_type: str | None = None
+    image_tag: str | None = None
+    image_id: str | None = None
+    repo_digest: str | None = None
+    tool_version: str | None = None
+    git_revision: str | None = None
+    data_sha256: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
+    # precision switch -> value as text, as the framework reported it after the workload set it
+    precision_switches: dict[str, str] = Field(default_factory=dict)
+    price_per_hour_usd: float | None = None
+    price_source: str | None = None
+
+
+Record = MeasurementRecord | CellRecord | ProvenanceRecord
+RECORD_TYPES: dict[str, type[Record]] = {
+    "measurement": MeasurementRecord,
+    "cell": CellRecord,
+    "provenance": ProvenanceRecord,
+}
+
+
+def parse_record(raw: dict[str, Any]) -> Record:
+    """A journal line's object as its record type (pydantic ValidationError if it is not one)."""
+    kind = raw.get("record")
+    if kind not in RECORD_TYPES:
+        raise ValueError(f"unknown record kind {kind!r}")
+    return RECORD_TYPES[kind].model_validate(raw)
+
+
+def with_attempts(records: list[Record], attempts: int) -> list[Record]:
+    """A cell attempt's batch with its cell record (the last) counting `attempts`."""
+    cell = records[-1]
+    if not isinstance(cell, CellRecord) or cell.attempts == attempts:
+        return records
+    return [*records[:-1], cell.model_copy(update={"attempts": attempts})]

@@ -1,0 +1,351 @@
+"""Dispatchers: where and in which order cells run. Both yield each cell's records as it ends.
+
+`RayDispatcher` sends each cell to a node that offers the Ray resource `hw:<hardware name>`
+(one unit per node, so a node runs one cell at a time and cells never disturb each other's
+timing) and the cell's GPUs. Without an address it starts an embedded single-node Ray that
+offers every local hardware entry and runs one cell at a time. `SerialDispatcher` runs the
+same cells in this process's environment without Ray (`--no-ray`).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from orchestrator import failpoints
+from orchestrator.errors import DispatchError, DriverNodeLost
+from orchestrator.executors import execute, executor_kind
+from orchestrator.executors.outcome import ToolInfo, not_run_records, tail_of
+from orchestrator.images.ref import ImageRef
+from orchestrator.plan.cells import Cell
+from orchestrator.providers import provider_for
+from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
+from orchestrator.run.budget import BudgetGuard
+from orchestrator.run.cell_starts import StartWatch
+from orchestrator.spec.model import Hardware
+
+HW_PREFIX = "hw:"
+EMBEDDED_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+LOST_NODE_RETRIES = 1  # a cell whose node died runs once more, on another node of its hardware
+WAIT_POLL_S = 1.0  # how often the deadlines of waiting cells are checked
+# A submitted cell starts at once unless no node can take it yet (an autoscaler's nodes still
+# booting): past its timeout plus this, it is given up as node_lost.
+NODE_WAIT_GRACE_S = 600.0
+
+
+class Loss(enum.Enum):
+    """What died under a Ray task: nothing, the node that ran it, or the driver's own node
+    before the task left it."""
+
+    NONE = "none"
+    NODE = "node"
+    DRIVER_NODE = "driver_node"
+
+
+def hw_resource(hardware_name: str) -> str:
+    return f"{HW_PREFIX}{hardware_name}"
+
+
+class SerialDispatcher:
+    """Runs cells one after another in this environment; needs no Ray."""
+
+    def __init__(self, run_root: Path, tool: ToolInfo) -> None:
+        self.run_root, self.tool = run_root, tool
+        self.node_id = f"local:{socket.gethostname()}"
+
+    def cluster_hardware(self) -> set[str] | None:
+        """None: only this machine, which the plan judges itself."""
+        return None
+
+    def run(self, cells: list[Cell], images: dict[str, ImageRef],
+            guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
+        for cell in cells:
+            reason = guard.refusal(cell, []) if guard else None
+            if reason:
+                yield cell, budget_stopped_records(cell, reason)
+                continue
+            records = execute(cell, self.run_root, self.tool, images, node_id=self.node_id)
+            _account(guard, cell, records)
+            yield cell, records
+
+    def close(self) -> None:
+        pass
+
+
+class RayDispatcher:
+    """Runs cells as Ray tasks pinned to nodes by their `hw:` resource."""
+
+    def __init__(self, run_root: Path, tool: ToolInfo, hardware: list[Hardware],
+                 address: str | None = None,
+                 node_wait_grace_s: float = NODE_WAIT_GRACE_S,
+                 say: Callable[[str], None] = lambda line: None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise DispatchError("Ray is not installed here: install it (pip install ray) "
+                                "or run the cells serially with --no-ray") from None
+        self.ray = ray
+        self.run_root, self.tool, self.say = run_root, tool, say
+        self.node_wait_grace_s = node_wait_grace_s
+        self.address = address or os.environ.get("RAY_ADDRESS")
+        self.embedded = not self.address
+        self._connect(hardware)
+        failpoints.reached("ray-start")  # the fault tests kill a sweep here, Ray just up
+        self._task = ray.remote(_run_cell_on_node)
+        self._starts: StartWatch | None = None  # made with the first cell
+
+    def _connect(self, hardware: list[Hardware]) -> None:
+        """Start the embedded Ray, or connect to the cluster through a node of this machine."""
+        ray = self.ray
+        # ray.init installs its own SIGTERM handler, which ends the driver at once; the
+        # sweep's handler (stop like Ctrl-C, keep what finished) is put back afterwards.
+        sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            if self.embedded:
+                # This machine offers the hardware whose provider runs its cells here;
+                # address "local": always a new instance, never a cluster that runs here.
+                local = {hw_resource(h.name): 1.0 for h in hardware
+                         if not provider_for(h.kind).launches}
+                ray.init(address="local", resources=local, include_dashboard=False,
+                         log_to_driver=False, object_store_memory=EMBEDDED_OBJECT_STORE_BYTES,
+                         configure_logging=False, namespace="matrix-bench")
+            else:
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False,
+                         namespace="matrix-bench")
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            what = "start an embedded Ray" if self.embedded else f"reach Ray at {self.address}"
+            raise DispatchError(f"cannot {what}: {str(exc).splitlines()[0]}") from None
+        finally:
+            if sigterm is not None:
+                signal.signal(signal.SIGTERM, sigterm)
+
+    def cluster_hardware(self) -> set[str] | None:
+        """The hardware names the cluster's live nodes offer (None for an embedded Ray:
+        this machine, which the plan judges itself)."""
+        if self.embedded:
+            return None
+        return {key.removeprefix(HW_PREFIX) for key in self.ray.cluster_resources()
+                if key.startswith(HW_PREFIX)}
+
+    def run(self, cells: list[Cell], images: dict[str, ImageRef],
+            guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
+        """Submit as many cells of each hardware as nodes offer it (one in embedded mode)
+        and yield each as it ends. A cell whose node died runs again on another node of its
+        hardware; where none is left, it waits its timeout for one and is `node_lost`. A
+        cell no node ever started is given up after its timeout plus the grace for nodes to
+        boot, so no cell waits forever. With a `guard`, a cell that could take the spend
+        past the budget waits for running cells to end, and is `budget_stopped` when none
+        runs. If the driver's own node dies, the cells it still runs end as they may, and
+        then the driver connects again through another node on this machine, or raises
+        DriverNodeLost with the cells not yet started left unrecorded."""
+        ray = self.ray
+        if self._starts is None and cells:
+            self._starts = StartWatch(ray)
+        starts = self._starts
+        queue = list(cells)
+        attempt: dict[str, int] = {cell.cell_id: 1 for cell in cells}
+        in_flight: dict[Any, tuple[Cell, float]] = {}  # ref -> (cell, submitted at)
+        seen: set[str] = set()  # hardware a live node has offered during this sweep
+        unoffered_since: dict[str, float] = {}  # hardware offered once, now by no node
+        own_node_lost = False  # this driver's raylet died: submit nothing until reconnected
+        try:
+            while queue or in_flight:
+                if own_node_lost and not in_flight:  # the cells it ran have all ended
+                    self._reconnect(len(queue))
+                    starts = self._starts = StartWatch(ray)
+                    own_node_lost = False
+                running = [c for c, _ in in_flight.values()]
+                for cell in [] if own_node_lost else self._submittable(queue, running):
+                    reason = guard.refusal(cell, running) if guard else None
+                    if reason and running:
+                        continue  # it may fit once the running cells have ended
+                    queue.remove(cell)
+                    if reason:
+                        yield cell, budget_stopped_records(cell, reason)
+                        continue
+                    running.append(cell)
+                    ref = self._task.options(
+                        resources={hw_resource(cell.hardware.name): 1.0},
+                        num_gpus=cell.hardware.gpus, num_cpus=0, max_retries=0,
+                        name=f"cell-{cell.cell_id}",
+                    ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
+                             images.get(cell.stack.name), starts.board if starts else None,
+                             _token(cell, attempt[cell.cell_id]))
+                    in_flight[ref] = (cell, time.monotonic())
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
+                for ref in ready:
+                    cell, _ = in_flight.pop(ref)
+                    records, lost = self._collect(ref, cell)
+                    if lost is Loss.DRIVER_NODE:
+                        own_node_lost = True
+                        queue.insert(0, cell)  # it never started: not an attempt
+                        continue
+                    if lost is Loss.NODE and attempt[cell.cell_id] <= LOST_NODE_RETRIES:
+                        attempt[cell.cell_id] += 1
+                        queue.insert(0, cell)  # again, on another node of its hardware
+                        continue
+                    records = with_attempts(records, attempt[cell.cell_id])
+                    _account(guard, cell, records)
+                    yield cell, records
+                now = time.monotonic()
+                live = self.cluster_hardware()
+                if live is not None:
+                    seen |= live
+                    unoffered_since = {name: unoffered_since.get(name, now)
+                                       for name in seen - live}
+                if starts is not None:
+                    starts.poll()
+                for ref, (cell, since) in list(in_flight.items()):
+                    overdue_s = starts.overdue(_token(cell, attempt[cell.cell_id]),
+                                               cell.timeout_s) if starts else None
+                    if overdue_s is not None:  # its executor cannot act: end it from here
+                        ray.cancel(ref, force=True)
+                        del in_flight[ref]
+                        records = overdue_records(cell, overdue_s, self.run_root)
+                        _account(guard, cell, records)
+                        yield cell, with_attempts(records, attempt[cell.cell_id])
+                        continue
+                    reason = self._given_up(cell, now - since,
+                                            now - unoffered_since.get(cell.hardware.name, now))
+                    if reason:
+                        ray.cancel(ref, force=False)
+                        del in_flight[ref]
+                        yield cell, with_attempts(lost_node_records(cell, reason),
+                                                   attempt[cell.cell_id])
+        finally:
+            # Interrupted: each task's executor kills its worker group or removes its
+            # container as Ray stops the task. A cancelled task blocked in a wait does not
+            # unwind before the driver shuts down (measured: ray.wait on it times out), so
+            # the sweep also removes the run's containers from this machine's engine.
+            for ref in in_flight:
+                ray.cancel(ref, force=False)
+
+    def _given_up(self, cell: Cell, waited_s: float, unoffered_s: float) -> str | None:
+        """Why a submitted cell is given up as node_lost now, or None while it may end."""
+        name = hw_resource(cell.hardware.name)
+        if unoffered_s > cell.timeout_s:
+            return (f"the node offering {name} was lost and no other node offered it "
+                    f"within the cell's timeout ({cell.timeout_s:g} s)")
+        if waited_s > cell.timeout_s + self.node_wait_grace_s:
+            return (f"no node finished the cell within its timeout ({cell.timeout_s:g} s) "
+                    f"plus {self.node_wait_grace_s:g} s for a node to come")
+        return None
+
+    def _submittable(self, queue: list[Cell], running: list[Cell]) -> list[Cell]:
+        """The queued cells that a node can start now: per hardware, as many as nodes
+        offer it (at least one, so an autoscaler sees the demand); one in all if embedded."""
+        if self.embedded:
+            return queue[:1] if not running else []
+        capacity = {key.removeprefix(HW_PREFIX): max(1, int(amount))
+                    for key, amount in self.ray.cluster_resources().items()
+                    if key.startswith(HW_PREFIX)}
+        busy: dict[str, int] = {}
+        for cell in running:
+            busy[cell.hardware.name] = busy.get(cell.hardware.name, 0) + 1
+        chosen = []
+        for cell in queue:
+            name = cell.hardware.name
+            if busy.get(name, 0) < capacity.get(name, 1):
+                busy[name] = busy.get(name, 0) + 1
+                chosen.append(cell)
+        return chosen
+
+    def _reconnect(self, waiting: int) -> None:
+        """After the driver's own node died: connect again through another live node on
+        this machine (several raylets may run on one), or stop the sweep with the cells
+        that have not run left for the same command to run again."""
+        ray = self.ray
+        dead = ray.get_runtime_context().get_node_id()
+        here = ray.util.get_node_ip_address()
+        try:
+            others = [n for n in ray.nodes() if n["Alive"] and n["NodeID"] != dead
+                      and n["NodeManagerAddress"] == here]
+        except (ray.exceptions.RayError, ConnectionError, TimeoutError):  # GCS gone too
+            others = []
+        lost = (f"the Ray node this driver runs on ({dead[:12]}) died, so {waiting} "
+                "cell(s) could not be started from here")
+        if self.embedded or not others:
+            raise DriverNodeLost(f"{lost}, and no other Ray node runs on this machine")
+        ray.shutdown()
+        try:
+            self._connect([])
+        except DispatchError as exc:
+            raise DriverNodeLost(f"{lost}, and connecting again failed: {exc}") from None
+        now = ray.get_runtime_context().get_node_id()
+        self.say(f"warning: {lost}; connected again through node {now[:12]}")
+
+    def _collect(self, ref: Any, cell: Cell) -> tuple[list[Record], Loss]:
+        """The cell's records, and what died under it, if anything."""
+        try:
+            return [parse_record(raw) for raw in self.ray.get(ref)], Loss.NONE
+        except self.ray.exceptions.LocalRayletDiedError:
+            # The driver's own raylet died before it could hand the task to a node. Every
+            # task submitted after that fails so at once, whatever node offers its hardware.
+            return [], Loss.DRIVER_NODE
+        except self.ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, OSError):
+                raise exc.cause from None  # the node's disk or files: the sweep judges it
+            raise  # our own executor failed: a bug, shown with its traceback
+        except self.ray.exceptions.RayError as exc:  # its node or its Ray worker died
+            return lost_node_records(cell, str(exc).splitlines()[0]), Loss.NODE
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def lost_node_records(cell: Cell, reason: str) -> list[Record]:
+    """The records of a cell whose node went away before it reported."""
+    return not_run_records(cell, Status.NODE_LOST, f"node lost: {reason}")
+
+
+def overdue_records(cell: Cell, running_s: float, run_root: Path) -> list[Record]:
+    """The records of a cell the driver ended past its timeout (cell_starts.py): `timeout`,
+    with what its log holds where the driver can read it. Its container, if it runs on this
+    machine's engine, is removed; one elsewhere is removed by that node's next sweep."""
+    executor_kind(cell.stack.effective_executor).load().stop_cell(cell)
+    records = not_run_records(
+        cell, Status.TIMEOUT,
+        f"no result within the cell's timeout_s of {cell.timeout_s:g} s: its executor did "
+        f"not stop it (its Ray worker froze?), so the driver did, {running_s:.0f} s after "
+        "it started", log_tail=tail_of(run_root / "logs" / f"{cell.cell_id}.log") or None)
+    cell_record = records[-1]
+    assert isinstance(cell_record, CellRecord)
+    return [*records[:-1], cell_record.model_copy(update={"wall_s": running_s})]
+
+
+def _token(cell: Cell, attempt: int) -> str:
+    return f"{cell.cell_id}:{attempt}"
+
+
+def budget_stopped_records(cell: Cell, reason: str) -> list[Record]:
+    return not_run_records(cell, Status.BUDGET_STOPPED, reason)
+
+
+def _account(guard: BudgetGuard | None, cell: Cell, records: list[Record]) -> None:
+    if guard is not None and isinstance(records[-1], CellRecord):
+        guard.ended(cell, records[-1].wall_s)
+
+
+def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: ImageRef | None,
+                      board: Any, token: str) -> list[dict[str, Any]]:
+    """The Ray task: run one cell on this node with its stack's executor, and tell the
+    driver's start board when the cell's clock starts."""
+    import ray
+
+    cell = Cell.model_validate_json(cell_json)
+    node_id = ray.get_runtime_context().get_node_id()
+    images = {cell.stack.name: image} if image is not None else {}
+
+    def started() -> None:
+        if board is not None:
+            board.started.remote(token)
+
+    records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
+                      on_start=started)
+    return [r.model_dump(mode="json", exclude_none=True) for r in records]

@@ -1,0 +1,361 @@
+"""One sweep: plan the matrix, dispatch the cells, journal every result, derive the outputs.
+
+This is what `matrix run` does. Results reach the journal as each cell ends, so an
+interrupted sweep loses only the cells that were running; running it again resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from orchestrator import __version__
+from orchestrator.errors import DriverNodeLost
+from orchestrator.executors import remove_leftovers
+from orchestrator.executors.outcome import ToolInfo
+from orchestrator.hardware import detect_local
+from orchestrator.images.build import build_images, failed_image_records, image_stacks
+from orchestrator.images.ref import ImageRef
+from orchestrator.plan.cells import Cell
+from orchestrator.plan.planner import Plan, Selector, make_plan
+from orchestrator.providers import Launch, Price, provider_named, providers, registered_for
+from orchestrator.report.frame import write_results
+from orchestrator.report.writer import write_report
+from orchestrator.results.records import CellRecord, Record, with_attempts
+from orchestrator.results.store import FULL, CellResult, ResultStore, disk_full
+from orchestrator.run.budget import BudgetGuard
+from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with_price
+from orchestrator.run.dispatch import RayDispatcher, SerialDispatcher
+from orchestrator.run.interrupts import signals_deferred
+from orchestrator.run.progress import SweepProgress
+from orchestrator.spec.load import load_spec
+from orchestrator.spec.model import MatrixSpec
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    output: Path | None = None  # run directory; default the spec's output or reports/<name>
+    ray_address: str | None = None
+    no_ray: bool = False
+    only: tuple[Selector, ...] = ()
+    rerun: bool = False
+    allow_over_budget: bool = False
+    # Settings a launching provider reads (`Launch.options`): for aws, `launcher` (how its
+    # cluster comes up; tests bring one up locally) and `follower_grace_s`.
+    provider_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    run_dir: Path
+    ran: int
+    skipped: int
+    statuses: dict[str, int]  # of the cells run now
+    interrupted: bool
+    stopped: str | None = None  # the fault that stopped it early (DriverNodeLost)
+
+
+def run_dir_for(spec: MatrixSpec, output: Path | None) -> Path:
+    return output or Path(spec.output or Path("reports") / spec.name)
+
+
+def tool_info() -> ToolInfo:
+    """This tool's version and git revision ("+dirty" when the tree has changes)."""
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True,
+                                  text=True, check=True, timeout=10).stdout.strip()
+
+        revision = git("rev-parse", "HEAD")
+        if git("status", "--porcelain", "--untracked-files=no"):
+            revision += "+dirty"
+    except (OSError, subprocess.SubprocessError):
+        revision = None
+    return ToolInfo(version=__version__, git_revision=revision)
+
+
+def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> SweepSummary:
+    spec = load_spec(spec_path)
+    store = ResultStore(run_dir_for(spec, options.output))
+    store.acquire()
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        store.check_appendable(spec.name)
+        return _run_locked(spec, store, options, console)
+    except OSError as exc:
+        if exc.errno in FULL:  # a cell's files or the outputs: the journal is whole
+            raise disk_full(Path(exc.filename or store.root), exc) from None
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        store.release()
+
+
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler, `kill`) stops the sweep the way Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
+                console: Console) -> SweepSummary:
+    sweep = _Sweep(spec, store, options, console)
+    plan = sweep.plan()
+    launched, prices = sweep.preflight(plan)
+    statuses: Counter[str] = Counter()
+    interrupted, stopped = False, None  # stopped: the fault that ended it before its cells ran
+    try:
+        sweep.execute(plan, launched, _Recorder(store, prices, statuses, spec.target_cv))
+    except KeyboardInterrupt:
+        interrupted = True
+    except DriverNodeLost as exc:
+        stopped = str(exc)
+    except BaseException:
+        sweep.close()
+        raise
+    return sweep.finish(plan, statuses, interrupted, stopped)
+
+
+class _Sweep:
+    """One sweep's steps and what they share: plan, preflight (prices, budget, launch
+    checks), execute (images, then the cells here and on providers' nodes), finish."""
+
+    def __init__(self, spec: MatrixSpec, store: ResultStore, options: SweepOptions,
+                 console: Console) -> None:
+        self.spec, self.store, self.options, self.console = spec, store, options, console
+        self.say = _printer(console)
+        self.tool = tool_info()
+        self.local = detect_local()
+        self.dispatcher: RayDispatcher | SerialDispatcher | None = None
+        if options.ray_address and not options.no_ray:  # the cluster says which hardware exists
+            self.dispatcher = RayDispatcher(store.root, self.tool, spec.hardware,
+                                            options.ray_address, say=self.say)
+        self.cluster_hardware = self.dispatcher.cluster_hardware() if self.dispatcher else None
+
+    def plan(self, history: list[CellResult] | None = None, rerun: bool | None = None,
+             launch: bool | None = None) -> Plan:
+        """The plan from the journal (or `history`), as this sweep's options ask."""
+        options = self.options
+        return make_plan(self.spec, self.local,
+                         self.store.results() if history is None else history,
+                         options.only, self.cluster_hardware,
+                         options.rerun if rerun is None else rerun,
+                         launch=not options.no_ray if launch is None else launch)
+
+    def preflight(self, plan: Plan) -> tuple[dict[str, list[Cell]], dict[str, Price]]:
+        """Before anything is built: the plan line, the cells each launching provider takes,
+        the prices, the budget and the providers' launch checks (quotas, SDKs)."""
+        _print_plan_line(self.console, plan, self.store.root)
+        launched = _launched(plan.to_run) if self.cluster_hardware is None else {}
+        prices = plan_prices(self.spec, plan, self.say,
+                             warn=lambda line: self.console.print(f"[yellow]{line}[/]"))
+        check_budget(self.spec, plan, prices, self.options.allow_over_budget, self.say)
+        for name, cells in launched.items():
+            provider_named(name).check_launch(self.spec, cells, self.say)
+        return launched, prices
+
+    def execute(self, plan: Plan, launched: dict[str, list[Cell]], recorder: _Recorder) -> None:
+        """Build the images, then run the cells: each launching provider's in its group,
+        the rest here (and their adaptive repeats, in waves)."""
+        to_run, images = _images_for(self.spec, plan.to_run, self.store.root, recorder.record,
+                                     self.console)
+        launched = {name: kept for name, cells in launched.items()
+                    if (kept := [c for c in cells if c in to_run])}
+        away = {c.cell_id for cells in launched.values() for c in cells}
+        here = [c for c in to_run if c.cell_id not in away]
+        if here and self.dispatcher is None:
+            self.dispatcher = (SerialDispatcher(self.store.root, self.tool) if self.options.no_ray
+                               else RayDispatcher(self.store.root, self.tool, self.spec.hardware,
+                                                  say=self.say))
+        serial = self.dispatcher is None or self.dispatcher.cluster_hardware() is None
+        in_flight = (1 if serial or self.options.no_ray else len(here)) + len(away)
+        estimate_s = {k: v for k, v in plan.estimate_s.items() if v is not None}
+        with SweepProgress(self.console, to_run, in_flight) as progress, \
+                contextlib.ExitStack() as group_scope:
+            recorder.progress = progress
+            groups = [group_scope.enter_context(provider_named(name).launch(Launch(
+                spec=self.spec, run_dir=self.store.root, cells=cells, images=images,
+                tool=self.tool, prices=recorder.prices, estimate_s=estimate_s,
+                record=recorder.record, say=self.say, options=self.options.provider_options)))
+                for name, cells in launched.items()]
+            if here:
+                self._run_here(plan, here, images, recorder, progress)
+            for group in groups:
+                group.wait()
+
+    def _run_here(self, plan: Plan, here: list[Cell], images: dict[str, ImageRef],
+                  recorder: _Recorder, progress: SweepProgress) -> None:
+        assert self.dispatcher is not None
+        guard = budget_guard(self.spec.budget_usd,
+                             {n: p.usd_per_hour for n, p in recorder.prices.items()},
+                             plan.estimate_s)
+        waves = _Waves(self, here)
+        while here:
+            for cell, records in self.dispatcher.run(here, images, guard):
+                recorder.record(cell, records)
+            here = waves.next(guard, progress)
+
+    def close(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.close()
+
+    def finish(self, plan: Plan, statuses: Counter[str], interrupted: bool,
+               stopped: str | None) -> SweepSummary:
+        """With Ctrl-C and SIGTERM deferred (interrupts.py): an interrupted sweep's
+        containers removed, Ray stopped, the parquet and the report written whole; then
+        each provider delivers the run where it keeps results."""
+        with signals_deferred() as pending:
+            self._wind_down(plan, interrupted, stopped)
+        if pending and not interrupted:
+            interrupted = True
+            self.console.print("[yellow]interrupted:[/] the results and report above were "
+                               "written first; run the same command again to resume.")
+        if not pending and self.store.journal.exists():
+            for provider in providers():
+                provider.after_run(self.spec, self.store.root, self.say)
+        return SweepSummary(run_dir=self.store.root, ran=sum(statuses.values()),
+                            skipped=len(plan.skipped), statuses=dict(statuses),
+                            interrupted=interrupted, stopped=stopped)
+
+    def _wind_down(self, plan: Plan, interrupted: bool, stopped: str | None) -> None:
+        store, console = self.store, self.console
+        if interrupted or stopped:
+            # a backstop for what the executors left on this machine (containers)
+            remove_leftovers(self.spec.name, [c.stack.effective_executor for c in plan.to_run])
+            what = "[yellow]interrupted:[/]" if interrupted else f"[red]stopped:[/] {stopped};"
+            console.print(f"{what} the cells that finished are in the journal; "
+                          "run the same command again to resume.")
+        self.close()
+        if store.journal.exists():
+            df = write_results(store)
+            write_report(store.root, df, plan.skipped)
+            console.print(f"results: {store.parquet}\nreport:  {store.report}")
+
+
+def _launched(cells: list[Cell]) -> dict[str, list[Cell]]:
+    """Provider name -> the cells it brings nodes up for (the rest run here)."""
+    groups: dict[str, list[Cell]] = {}
+    for cell in cells:
+        registered = registered_for(cell.hardware.kind)
+        if registered.load().launches:
+            groups.setdefault(registered.name, []).append(cell)
+    return groups
+
+
+class _Waves:
+    """Adaptive repeats (repeats.py): once a wave of cells has ended, the next wave is the
+    repeats the journal now asks for that this sweep has not run. Cells on nodes a provider
+    launched for the sweep get theirs from the next `matrix run` (each wave would launch
+    them again)."""
+
+    def __init__(self, sweep: _Sweep, first: list[Cell]) -> None:
+        self.sweep = sweep
+        self.attempted = {cell.cell_id for cell in first}
+
+    def next(self, guard: BudgetGuard | None, progress: SweepProgress) -> list[Cell]:
+        target_cv = self.sweep.spec.target_cv
+        if target_cv is None:
+            return []
+        # With --rerun, the journal counts only from this sweep's cells on: what it redid.
+        history = [r for r in self.sweep.store.results()
+                   if not self.sweep.options.rerun or r.cell.cell_id in self.attempted]
+        plan = self.sweep.plan(history, rerun=False, launch=False)
+        wave = [c for c in plan.to_run if c.cell_id not in self.attempted]
+        if not wave:
+            return []
+        self.attempted |= {cell.cell_id for cell in wave}
+        if guard is not None:
+            guard.estimate_s.update({k: v for k, v in plan.estimate_s.items() if v is not None})
+        progress.more(wave)
+        configs = len({cell.config_id for cell in wave})
+        self.sweep.console.print(f"repeats: {configs} configuration(s) above until_cv "
+                                 f"{target_cv:.1%}: one more repeat each", highlight=False)
+        return wave
+
+
+@dataclass
+class _Recorder:
+    """Where every cell's records go, from this thread or a provider's group's: the attempt
+    number and the price are set, the batch is journalled, the progress shows it."""
+
+    store: ResultStore
+    prices: dict[str, Price]
+    statuses: Counter[str]
+    target_cv: float | None = None  # repeats: {until_cv}, recorded with each cell
+    progress: SweepProgress | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.attempts: dict[str, int] = {}  # cell_id -> attempts journalled so far
+        for record in self.store.read():
+            if isinstance(record, CellRecord):
+                self.attempts[record.cell_id] = max(record.attempts,
+                                                    self.attempts.get(record.cell_id, 0))
+
+    def record(self, cell: Cell, records: list[Record]) -> None:
+        """Journal one attempt's batch (its cell record last) and show it."""
+        with self.lock:
+            ended = records[-1]
+            assert isinstance(ended, CellRecord)
+            attempts = self.attempts.get(cell.cell_id, 0) + ended.attempts
+            self.attempts[cell.cell_id] = attempts
+            records = with_attempts(records, attempts)
+            if self.target_cv is not None:
+                records = [*records[:-1],
+                           records[-1].model_copy(update={"target_cv": self.target_cv})]
+            records = with_price(records, cell.hardware.instance_type,
+                                 self.prices.get(cell.hardware.name))
+            self.store.append(records)
+            ended = records[-1]
+            assert isinstance(ended, CellRecord)
+            self.statuses[ended.status.value] += 1
+            if self.progress is not None:
+                self.progress.finished(cell, ended)
+
+
+def _printer(console: Console) -> Callable[[str], None]:
+    """A line printer for messages that hold no markup (paths, errors, prices)."""
+    return lambda line: console.print(line, markup=False, highlight=False)
+
+
+def _images_for(spec: MatrixSpec, cells: list[Cell], run_root: Path,
+                record: Callable[[Cell, list[Record]], None], console: Console
+                ) -> tuple[list[Cell], dict[str, ImageRef]]:
+    """Build what the cells' stacks need; journal the cells of stacks without an image and
+    return the cells left to run with the images they run in."""
+    stacks = image_stacks(spec, cells)
+    if not stacks:
+        return cells, {}
+    removed = remove_leftovers(spec.name, [s.effective_executor for s in stacks])
+    if removed:
+        console.print(f"removed {removed} container(s) a previous sweep left behind")
+    built = build_images(spec, stacks, run_root, console)
+    runnable = []
+    for cell in cells:
+        failure = built.failures.get(cell.stack.name)
+        if failure is None:
+            runnable.append(cell)
+            continue
+        record(cell, failed_image_records(cell, failure))
+    return runnable, built.refs
+
+
+def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:
+    estimate = plan.total_estimate_s()
+    eta = f", about {estimate / 60:.1f} min" if estimate else ""
+    reasons = Counter(s.reason.split(" (")[0] for s in plan.skipped)
+    skipped = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+    more = f" (up to {len(plan.to_run) + len(plan.may_add)} by repeats: until_cv)" \
+        if plan.may_add else ""
+    console.print(f"run {root}: {len(plan.to_run)} cells to run{more}{eta}"
+                  + (f"; skipped: {skipped}" if skipped else ""), highlight=False)

@@ -1,0 +1,238 @@
+"""Loading a matrix file: read it with line numbers, validate it against the schema
+(model.py), then check what the schema cannot: names unique, executors and hardware kinds
+registered, each provider's settings whole, pins and releases real, parameters known to
+their workload, rules that match, and a grid within `max_cells`.
+
+`load_spec(path)` is the only way in; every problem becomes a SpecError naming the file,
+the line and the field, and saying what was expected. `json_schema()` is the schema for
+editors, with the registered names.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.errors import SpecWarning, UnknownWorkloadError
+from orchestrator.executors import executor_names, needs_image
+from orchestrator.plan.cells import check_grid
+from orchestrator.providers import hardware_kinds, provider_for, providers
+from orchestrator.spec.framework_builds import cuda_build_problem, release_problem
+from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
+from orchestrator.spec.model import (
+    WORKER_PYTHON,
+    Images,
+    MatrixSpec,
+    RepeatPolicy,
+    Rule,
+    Stack,
+    WorkloadEntry,
+    entry_grid,
+    resolve_image_paths,
+)
+from orchestrator.spec.schema_errors import schema_error
+from orchestrator.workload_registry import Scalar, WorkloadInfo, load_workload
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the matrix file, for editors."""
+    schema = MatrixSpec.model_json_schema()
+    schema["title"] = "matrix-bench matrix file"
+    # the executors registered when the schema is made, for editors to offer
+    schema["$defs"]["Stack"]["properties"]["executor"]["anyOf"][0]["enum"] = executor_names()
+    schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] = hardware_kinds()
+    return schema
+
+
+def load_spec(path: Path | str) -> MatrixSpec:
+    """Read, validate and check a matrix file; SpecError on the first problem found."""
+    doc = read_yaml(Path(path))
+    if not isinstance(doc.data, dict):
+        kind = "empty" if doc.data is None else "a list" if isinstance(doc.data, list) \
+            else "a single value"
+        raise doc.error((), f"the top level must be a mapping of keys (name, hardware, ...), "
+                            f"but the file is {kind}")
+    try:
+        spec = MatrixSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        raise schema_error(doc, exc, MatrixSpec) from None
+    spec = spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
+    _check_semantics(spec, doc)
+    return spec
+
+
+def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """What the schema cannot say, in the order a reader meets it; the first problem is
+    raised as one located line."""
+    if isinstance(spec.repeats, RepeatPolicy) and spec.repeats.max < spec.repeats.min:
+        raise doc.error(("repeats", "max"), f"must be at least min ({spec.repeats.min}), got "
+                                            f"{spec.repeats.max}")
+    _check_unique_names(spec, doc)
+    _check_registered(spec, doc)
+    for provider in providers():
+        if found := provider.matrix_problem(spec):
+            raise doc.error(*found)
+    _check_stacks(spec, doc)
+    for index, entry in enumerate(spec.workloads):
+        try:
+            info = load_workload(entry.name)
+        except UnknownWorkloadError as exc:
+            raise doc.error(("workloads", index, "name"), str(exc)) from None
+        _check_params(entry, info, doc, ("workloads", index))
+    names = {
+        "hardware": {h.name for h in spec.hardware},
+        "stack": {s.name for s in spec.stacks},
+        "workload": {w.name for w in spec.workloads},
+    }
+    for section in ("include", "exclude"):
+        for index, rule in enumerate(getattr(spec, section)):
+            _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
+    check_grid(spec, doc)
+
+
+def _check_unique_names(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    for section in ("hardware", "stacks", "workloads"):
+        seen: set[str] = set()
+        for index, item in enumerate(getattr(spec, section)):
+            if item.name in seen:
+                raise doc.error((section, index, "name"), f"duplicate name {item.name!r}")
+            seen.add(item.name)
+
+
+def _check_registered(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """Every stack's executor and every hardware kind registered; each hardware entry as
+    its provider judges it."""
+    for index, stack in enumerate(spec.stacks):
+        if stack.effective_executor not in executor_names():
+            raise doc.error(("stacks", index, "executor"),
+                            f"unknown executor {stack.effective_executor!r} (registered: "
+                            f"{', '.join(executor_names())})")
+    kinds = hardware_kinds()
+    for index, hardware in enumerate(spec.hardware):
+        if hardware.kind not in kinds:
+            raise doc.error(("hardware", index, "kind"),
+                            f"{hardware.kind!r} is not allowed: expected "
+                            f"{' or '.join(repr(k) for k in kinds)} (the kinds the registered "
+                            "providers offer)")
+        if problem := provider_for(hardware.kind).hardware_problem(hardware):
+            raise doc.error(("hardware", index), problem)
+
+
+def _check_stacks(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """Pins well formed, releases real, images buildable, the images section's files there."""
+    images = spec.images  # its paths already absolute
+    for index, stack in enumerate(spec.stacks):
+        _check_pins(stack, doc, ("stacks", index))
+        if needs_image(stack):
+            _check_image_stack(stack, images, doc, ("stacks", index))
+        _check_releases(stack, doc, ("stacks", index))
+        if stack.cuda and stack.framework:
+            problem = cuda_build_problem(stack.framework, stack.framework_version, stack.cuda)
+            if problem:
+                raise doc.error(("stacks", index, "cuda"), problem)
+    for key in ("wheelhouse", "ca_bundle"):
+        given = getattr(images, key)
+        if given and not (Path(given).is_dir() if key == "wheelhouse" else Path(given).is_file()):
+            raise doc.error(("images", key), f"{given} does not exist")
+
+
+def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
+    """A Python the worker cannot run on, or a framework version never released: refused;
+    a framework version newer than the release table: a warning."""
+    if stack.python and tuple(int(p) for p in stack.python.split(".")[:2]) < WORKER_PYTHON:
+        raise doc.error((*loc, "python"), f"the worker runs on Python "
+                                          f"{'.'.join(map(str, WORKER_PYTHON))} or newer, "
+                                          f"so no cell could run on Python {stack.python}")
+    if stack.framework and stack.framework_version:
+        error, warning = release_problem(stack.framework, stack.framework_version)
+        if error:
+            raise doc.error((*loc, "framework_version"), error)
+        if warning:
+            warnings.warn(str(doc.error((*loc, "framework_version"), warning)), SpecWarning,
+                          stacklevel=2)
+
+
+# Pins end up in a Dockerfile and a pip index URL: only what a version or an image
+# reference can hold, so nothing else can ride along (a newline, a quote, a `;`).
+PIN_SHAPES: dict[str, tuple[str, str]] = {
+    "framework_version": (r"\d+(\.\d+)*([a-z]+\d*|\.(post|dev)\d+)*(\+[\w.]+)?",
+                          "a version (e.g. 2.5.1)"),
+    "cuda": (r"\d+(\.\d+){0,2}", "a CUDA version (e.g. 12.4)"),
+    "cudnn": (r"\d+(\.\d+){0,3}", "a cuDNN version (e.g. 9.1)"),
+    "python": (r"\d+(\.\d+){0,2}", "a Python version (e.g. 3.11)"),
+    "base_image": (r"([\w.-]+(:\d+)?/)?"  # registry host
+                   r"[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"  # path
+                   r"(:\w[\w.-]{0,127})?(@sha256:[0-9a-f]{64})?",  # tag, digest
+                   "an image reference (e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04)"),
+}
+
+
+def _check_pins(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
+    for key, (shape, what) in PIN_SHAPES.items():
+        given = getattr(stack, key)
+        if given is not None and not re.fullmatch(shape, given, re.ASCII):
+            raise doc.error((*loc, key), f"{given!r} is not {what}")
+
+
+def _check_image_stack(stack: Stack, images: Images, doc: LocatedYaml, loc: PathKey) -> None:
+    if stack.framework is None:
+        raise doc.error((*loc, "name"), "a stack that runs in an image names its framework "
+                                        "(torch, tensorflow or jax)")
+    if stack.cuda and not stack.base_image:
+        raise doc.error((*loc, "cuda"), "a CUDA stack names its base_image, e.g. "
+                                        "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04")
+    # The lock file is a build input, checked where the image is rendered (plan shows it,
+    # validate notes it): an example matrix stays readable before its lock is written.
+
+
+def _check_params(entry: WorkloadEntry, info: WorkloadInfo, doc: LocatedYaml,
+                  loc: PathKey) -> None:
+    for key in ("dataset", "preset"):
+        if getattr(entry, key) is not None and key in entry.params:
+            raise doc.error((*loc, key), f"{key} is given twice: here and in params")
+    for key, values in entry_grid(entry).items():
+        where = (*loc, "params", key) if key in entry.params else (*loc, key)
+        _check_values(key, values, info, doc, where)
+
+
+def _check_values(key: str, values: list[Scalar], info: WorkloadInfo, doc: LocatedYaml,
+                  loc: PathKey) -> None:
+    decl = info.params.get(key)
+    if decl is None:
+        known = ", ".join(info.params)
+        raise doc.error(loc, f"workload {info.name!r} has no parameter {key!r} (known: {known})")
+    if not values:
+        raise doc.error(loc, "empty list: give at least one value")
+    if len(set(map(repr, values))) != len(values):
+        raise doc.error(loc, "the list repeats a value")
+    for i, value in enumerate(values):
+        problem = decl.problem_with(value)
+        if problem:
+            raise doc.error(loc if len(values) == 1 else (*loc, i), problem)
+
+
+def _check_rule(rule: Rule, names: dict[str, set[str]], doc: LocatedYaml, loc: PathKey,
+                needs_workload: bool) -> None:
+    for key, known in names.items():
+        given = getattr(rule, key)
+        for name in [] if given is None else given if isinstance(given, list) else [given]:
+            if name not in known:
+                raise doc.error((*loc, key), f"no {key} named {name!r} in this matrix")
+    if needs_workload and (rule.workload is None or isinstance(rule.workload, list)):
+        raise doc.error((*loc, "workload"), "an include rule names exactly one workload")
+    if rule.params:
+        workloads = [rule.workload] if isinstance(rule.workload, str) else (
+            rule.workload or sorted(names["workload"]))
+        for key, value in rule.params.items():
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                raise doc.error((*loc, "params", key), "empty list: give at least one value")
+            if not any(key in load_workload(w).params for w in workloads):
+                raise doc.error((*loc, "params", key), f"no workload of this rule has "
+                                                         f"a parameter {key!r}")
+            if needs_workload:
+                _check_values(key, values, load_workload(workloads[0]), doc, (*loc, "params", key))

@@ -1,0 +1,185 @@
+"""The matrix file's schema: strict pydantic models of its sections (hardware, stacks,
+workloads, rules, repeats, images, aws), their limits, and what is read off them.
+
+Models only: loading a file and checking it against the registries is load.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.workload_registry import Scalar
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
+ScalarOrList = Scalar | list[Scalar]
+NamesOrOne = Name | list[Name]
+
+# max_cells may be raised this far and no further: a million cells is years of sweeping,
+# and the grid is counted from its axes, never built, until it is known to fit.
+HARD_MAX_CELLS = 1_000_000
+WORKER_PYTHON = (3, 11)  # the oldest Python orchestrator.worker runs on (requires-python)
+MAX_TIMEOUT_S = 30 * 24 * 3600.0  # a longer cell is a slip; 1e308 overflows the timers
+MAX_MEMORY_LIMIT_MB = 2**24  # 16 TiB, past any machine; passed on in bytes (64 bits)
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class _Strict(BaseModel):
+    # strict: "3" is not an int and 1 is not a bool; extra="forbid": typos are errors.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+
+class Hardware(_Strict):
+    """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>.
+    Its `kind` names the provider that offers it (providers/__init__.py), which judges the
+    rest of the entry."""
+
+    name: Name
+    kind: Name  # a kind a registered provider offers: local, ec2
+    instance_type: str | None = None  # EC2 instance type, required for kind ec2
+    gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
+    spot: bool = False  # EC2 spot capacity
+
+
+class Stack(_Strict):
+    """A software stack: the current environment (process) or a pinned image (docker)."""
+
+    name: Name
+    executor: Name | None = None  # a registered executor; default: docker when pinned
+    framework: Literal["torch", "tensorflow", "jax"] | None = None
+    framework_version: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    python: str | None = None
+    base_image: str | None = None
+
+    @property
+    def effective_executor(self) -> str:
+        """A stack with pins is an image unless it says otherwise (docs/ARCHITECTURE.md:
+        executors)."""
+        if self.executor:
+            return self.executor
+        pinned = (self.framework_version, self.cuda, self.cudnn, self.python, self.base_image)
+        return "docker" if any(pinned) else "process"
+
+
+class Images(_Strict):
+    """How stack images are built and shared. Delivery only, never part of a cell's identity:
+    the image tag is (a hash of the Dockerfile, the lock file and the worker code)."""
+
+    locks: str | None = None  # folder of <stack>.txt lock files; default: the project's
+    wheelhouse: str | None = None  # install from this folder of wheels, offline
+    ca_bundle: str | None = None  # extra CA certificates (PEM) for a proxy's TLS
+    registry: str | None = None  # push built images here, e.g. localhost:5000/matrix-bench
+
+
+class Aws(_Strict):
+    """Where and how EC2 hardware runs: one region per matrix (docs/aws.md)."""
+
+    region: str = "us-east-1"
+    ami: str | None = None  # default: the Deep Learning Base AMI (NVIDIA driver, Docker)
+    instance_profile: str | None = None  # the nodes' IAM instance profile, name or ARN
+    subnet_id: str | None = None
+    head_instance_type: str = "m5.large"
+    max_workers: int = Field(default=8, ge=1)  # per EC2 hardware entry
+    idle_timeout_minutes: int = Field(default=10, ge=1)
+    max_lifetime_hours: float = Field(default=12.0, gt=0, le=24 * 30)  # then nodes shut down
+    ssh_cidr: str | None = None  # SSH ingress; default: this machine's address only
+    results_uri: str | None = None  # s3://bucket/prefix for the run's results
+
+
+class WorkloadEntry(_Strict):
+    """A workload and its parameter grid: any value in `params` may be a list (an axis)."""
+
+    name: Name
+    params: dict[str, ScalarOrList] = Field(default_factory=dict)
+    epochs: int | None = Field(default=None, ge=1)  # default: the workload's own
+    dataset: ScalarOrList | None = None  # shorthand for params.dataset
+    preset: ScalarOrList | None = None  # shorthand for params.preset
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)  # default: workload's
+    memory_limit_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_LIMIT_MB)  # hard limit
+
+
+class Rule(_Strict):
+    """Matches cells: every key given must match (a list means any of its values)."""
+
+    hardware: NamesOrOne | None = None
+    stack: NamesOrOne | None = None
+    workload: NamesOrOne | None = None
+    params: dict[str, ScalarOrList] = Field(default_factory=dict)
+
+
+class RepeatPolicy(BaseModel):
+    """`repeats: {min, max, until_cv}`: each configuration runs `min` repeats, then one more
+    at a time until the coefficient of variation of its per-repeat throughput is at most
+    `until_cv`, or it has `max` (orchestrator/plan/repeats.py). All three keys are required."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+    min: int = Field(ge=2, le=HARD_MAX_CELLS)  # a coefficient of variation needs two repeats
+    max: int = Field(ge=2, le=HARD_MAX_CELLS)
+    until_cv: float = Field(gt=0, lt=1)
+
+
+class MatrixSpec(_Strict):
+    """A whole matrix file."""
+
+    name: Name  # the run's name and directory, reports/<name>/
+    hardware: list[Hardware] = Field(min_length=1)
+    stacks: list[Stack] = Field(min_length=1)
+    workloads: list[WorkloadEntry] = Field(min_length=1)
+    include: list[Rule] = Field(default_factory=list)  # extra cells beyond the cross product
+    exclude: list[Rule] = Field(default_factory=list)  # cells removed from the cross product
+    # A number: that many repeats per configuration; a mapping: repeats until the noise is
+    # bounded (RepeatPolicy).
+    repeats: Annotated[int, Field(ge=1)] | RepeatPolicy = 1
+    output: str | None = None  # run directory; default reports/<name>
+    budget_usd: float | None = Field(default=None, gt=0)
+    images: Images = Field(default_factory=Images)
+    aws: Aws | None = None  # needed by EC2 hardware
+    max_cells: int = Field(default=10_000, ge=1, le=HARD_MAX_CELLS, description=(
+        "The most cells the matrix may expand to (after repeats and include rules); a "
+        "bigger grid is refused as a likely slip. Raise it when you mean it."))
+
+    def workload_entry(self, name: str) -> WorkloadEntry:
+        return next(w for w in self.workloads if w.name == name)
+
+    @property
+    def min_repeats(self) -> int:
+        """The repeats every configuration gets."""
+        return self.repeats.min if isinstance(self.repeats, RepeatPolicy) else self.repeats
+
+    @property
+    def max_repeats(self) -> int:
+        """The most repeats a configuration may get (what max_cells counts)."""
+        return self.repeats.max if isinstance(self.repeats, RepeatPolicy) else self.repeats
+
+    @property
+    def target_cv(self) -> float | None:
+        """The coefficient of variation repeats run until, or None for a fixed number."""
+        return self.repeats.until_cv if isinstance(self.repeats, RepeatPolicy) else None
+
+
+def entry_grid(entry: WorkloadEntry) -> dict[str, list[Scalar]]:
+    """The entry's parameter axes, with `dataset` and `preset` folded into params."""
+    grid = {k: v if isinstance(v, list) else [v] for k, v in entry.params.items()}
+    for key in ("dataset", "preset"):
+        value = getattr(entry, key)
+        if value is not None:
+            grid[key] = value if isinstance(value, list) else [value]
+    return grid
+
+
+
+def resolve_image_paths(images: Images, base: Path) -> Images:
+    """The images section with its paths made absolute, relative ones against `base` (the
+    matrix file's folder), and the project's lock folder where none is given."""
+    def absolute(path: str | None) -> str | None:
+        return None if path is None else str((base / Path(path).expanduser()).resolve())
+
+    return images.model_copy(update={
+        "locks": absolute(images.locks) or str(PROJECT_ROOT / "images" / "locks"),
+        "wheelhouse": absolute(images.wheelhouse), "ca_bundle": absolute(images.ca_bundle)})
+

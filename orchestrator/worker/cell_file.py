@@ -1,0 +1,121 @@
+"""The cell file: what the driver hands the worker (docs/ARCHITECTURE.md: worker input),
+typed on the worker's side, and the failure kinds the worker hands back.
+
+The driver writes `cells/<cell_id>.json` from its `Cell` (`executors/outcome.py`:
+`cell_file_content`); the worker reads it into a `CellFile` (`read_cell_file`), a frozen
+dataclass whose parameters already have the types their workload declares (a float
+parameter given as `1` is `1.0`), so a workload never casts them. The file carries its
+format version: a worker refuses a file of a version it does not know, in one line, instead
+of misreading it. Stdlib only: the worker imports this for every cell.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any
+
+CELL_FILE_VERSION = 1
+# Version history: 1, the first typed one (the same fields as the untyped file before it,
+# plus `version` and `param_types`).
+
+Scalar = bool | int | float | str
+_CONVERT = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+class FailureKind(StrEnum):
+    """Why a workload did not finish, as the worker reports it in its `error` record; the
+    executor maps each to the cell's status (executors/outcome.py)."""
+
+    FAILED = "failed"  # the workload raised
+    OOM = "oom"  # MemoryError, CUDA out of memory
+    UNSUPPORTED = "unsupported"  # the workload cannot run this configuration
+    STACK_MISMATCH = "stack_mismatch"  # the environment is not the declared stack
+
+
+class CellFileError(ValueError):
+    """A cell file this worker cannot read: another version, or a missing field."""
+
+
+@dataclass(frozen=True)
+class CellHardware:
+    name: str
+    kind: str
+    gpus: int  # GPUs the cell uses (0: CPU only)
+    instance_type: str | None = None
+    spot: bool = False
+
+
+@dataclass(frozen=True)
+class CellStack:
+    name: str
+    executor: str | None = None
+    framework: str | None = None
+    framework_version: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    python: str | None = None
+    base_image: str | None = None
+
+
+@dataclass(frozen=True)
+class CellFile:
+    """One cell as its worker sees it."""
+
+    version: int
+    run: str
+    cell_id: str
+    config_id: str
+    repeat: int  # 1-based
+    workload: str
+    workload_version: str
+    item_unit: str
+    params: dict[str, Scalar]  # resolved, each of its declared type
+    param_types: dict[str, str]  # parameter -> "int", "float", "bool" or "str"
+    epochs: int
+    timeout_s: float
+    memory_limit_mb: int | None
+    hardware: CellHardware
+    stack: CellStack
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> CellFile:
+        """The cell file's content as a CellFile; CellFileError if it is not one."""
+        version = raw.get("version")
+        if version != CELL_FILE_VERSION:
+            raise CellFileError(f"cell file version {version!r}: this worker reads version "
+                                f"{CELL_FILE_VERSION} (driver and worker come from different "
+                                "versions of matrix-bench: rebuild the stack's image)")
+        try:
+            types = dict(raw["param_types"])
+            values = {name: _typed(value, types.get(name)) for name, value in
+                      raw["params"].items()}
+            return cls(**{**{f.name: raw[f.name] for f in fields(cls)}, "params": values,
+                          "param_types": types,
+                          "hardware": _only_known(CellHardware, raw["hardware"]),
+                          "stack": _only_known(CellStack, raw["stack"])})
+        except KeyError as exc:
+            raise CellFileError(f"cell file without {exc.args[0]!r}") from None
+
+
+def _typed(value: Scalar, declared: str | None) -> Scalar:
+    """`value` as its declared type: JSON keeps 1 and 1.0 apart, a float parameter is float."""
+    if declared == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if declared in _CONVERT and not isinstance(value, _CONVERT[declared]):
+        raise CellFileError(f"parameter value {value!r} is not of its declared type {declared}")
+    return value
+
+
+def _only_known(kind: type, raw: dict[str, Any]) -> Any:
+    """A hardware or stack dataclass from its entry, without the fields this worker does not
+    use (a newer driver may add some)."""
+    known = {f.name for f in fields(kind)}
+    return kind(**{k: v for k, v in raw.items() if k in known})
+
+
+def read_cell_file(path: str) -> CellFile:
+    with open(path, encoding="utf-8") as handle:
+        return CellFile.from_dict(json.load(handle))
+

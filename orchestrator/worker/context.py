@@ -1,0 +1,154 @@
+"""What a workload sees inside the worker: its cell, its device, and the means to report.
+
+A workload module defines `run(ctx: Context) -> None`. It reads `ctx.params`, trains on
+`ctx.device`, and for each epoch opens `ctx.start_epoch()`, times its steps with the
+returned meter and hands it to `ctx.end_epoch()`, which appends the measurement record.
+Stdlib only, so the worker costs nothing beyond the workload's own imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from orchestrator.worker.cell_file import CellFile
+from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+
+
+class Unsupported(Exception):
+    """The workload cannot run this configuration (status `unsupported`, not `failed`)."""
+
+
+class RecordWriter:
+    """Appends the worker's records to OUT_FILE, one JSON object per line.
+
+    Each line is flushed, so a crash after it loses nothing; no fsync: the executor reads
+    the file once the process has ended, and the journal it writes is what gets fsync'd.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+class Context:
+    """The running cell as a workload sees it."""
+
+    def __init__(self, cell: CellFile, writer: RecordWriter) -> None:
+        self.cell = cell  # the cell file (cell_file.py): ids, repeat, hardware, stack, limits
+        self.writer = writer
+        self.framework: str | None = None  # set by the workload through use_framework()
+        self.framework_version: str | None = None
+        self.data_files: dict[str, str] = {}  # data file name -> sha256
+        # precision switch -> its value as text, read back from the framework once the
+        # workload has set them (e.g. torch.backends.cudnn.allow_tf32 -> "False")
+        self.precision_switches: dict[str, str] = {}
+        self._sync: Sync = no_sync
+        self._probes: list[MemoryProbe] = [HostRssProbe()]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The resolved parameters, each of the type `defaults.yaml` declares."""
+        return self.cell.params
+
+    @property
+    def epochs(self) -> int:
+        return self.cell.epochs
+
+    @property
+    def repeat(self) -> int:
+        """The 1-based repeat of the cell's configuration (a seed may follow it)."""
+        return self.cell.repeat
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs the cell's hardware gives it (0: CPU only)."""
+        return self.cell.hardware.gpus
+
+    @property
+    def memory_limit_mb(self) -> int | None:
+        """The hard memory limit the cell runs under, if the matrix set one."""
+        return self.cell.memory_limit_mb
+
+    @property
+    def device(self) -> str:
+        """"cuda" when the cell's hardware has GPUs, else "cpu"."""
+        return "cuda" if self.gpus > 0 else "cpu"
+
+    @property
+    def out_path(self) -> str:
+        return self.writer.path
+
+    def use_framework(self, name: str, version: str, sync: Sync = no_sync,
+                      probes: Sequence[MemoryProbe] = ()) -> None:
+        """Declare the framework, how to synchronise its device, and its memory probes."""
+        self.framework, self.framework_version, self._sync = name, version, sync
+        self._probes = [HostRssProbe(), *probes, *self._gpu_probes()]
+
+    def _gpu_probes(self) -> list[MemoryProbe]:
+        """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""
+        if self.gpus == 0:
+            return []
+        try:
+            from orchestrator.worker.nvml import NvmlProbe, Sampler, nvml_reader, visible_gpu_ids
+
+            return [NvmlProbe(Sampler(nvml_reader(visible_gpu_ids())))]
+        except Exception as exc:  # no nvidia-ml-py or no driver: measure without it, say so
+            print(f"matrix-bench: NVML sampling off ({type(exc).__name__}: {exc})",
+                  file=sys.stderr)
+            return []
+
+    def epoch_range(self) -> Iterator[int]:
+        """1-based epoch numbers."""
+        return iter(range(1, self.epochs + 1))
+
+    def start_epoch(self, warmup_steps: int, block_steps: int = 1) -> EpochMeter:
+        """The meter of one epoch (or timed round): resets the probes, synchronises and reads
+        the clock (the start of `epoch_s`), then times; `block_steps` > 1 times the timed
+        steps in synchronised blocks of that many (EpochMeter: block timing)."""
+        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, probes=self._probes,
+                          block_steps=block_steps)
+
+    def timer(self, warmup_steps: int, block_steps: int = 1) -> EpochMeter:
+        """A meter for a second timed region inside an epoch (e.g. forward-only passes):
+        the same device synchronisation, no probes (the epoch's meter has them)."""
+        return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, block_steps=block_steps)
+
+    def end_epoch(self, epoch: int, meter: EpochMeter, **metrics: float) -> dict[str, Any]:
+        """Append the epoch's measurement record, with workload metrics named with units."""
+        record: dict[str, Any] = {
+            "record": "measurement",
+            "epoch": epoch,
+            "item_unit": self.cell.item_unit,
+            **meter.summary(),
+            **metrics,
+        }
+        flops = self.flops_per_item()
+        if flops is not None:
+            record["flops_per_item"] = flops
+        self.writer.write(record)
+        return record
+
+    def flops_per_item(self) -> float | None:
+        """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
+        return model_flops_per_item(self.cell.workload, self.params)
+
+
+def model_flops_per_item(workload: str, params: dict[str, Any]) -> float | None:
+    """Training FLOPs per item from `workloads/<workload>/flops.py` (pure Python), or None
+    for a workload without a FLOP model. The worker records it; the report's judge
+    (judge.py) derives it again for rows recorded without it."""
+    name = f"workloads.{workload}.flops"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise  # the FLOP model exists but needs something missing: a real error
+        return None
+    return float(module.flops_per_item(params))

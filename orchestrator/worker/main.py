@@ -1,0 +1,105 @@
+"""`python -m orchestrator.worker CELL_FILE OUT_FILE`: run one cell and append its records.
+
+Runs inside the stack's container or Python environment. It first checks that the
+environment is the stack the cell declares, then imports the workload and nothing heavy of
+its own; stdout and stderr belong to the cell's log. Exit 0 when the cell ran; otherwise it
+appends an `error` record and exits 1, so the executor can tell `failed` from `oom`,
+`unsupported` and `stack_mismatch` (docs/ARCHITECTURE.md: worker input and output).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from orchestrator.worker.cell_file import FailureKind, read_cell_file
+from orchestrator.worker.context import Context, RecordWriter, Unsupported
+from orchestrator.worker.host import cpu_model, hostname, python_version
+from orchestrator.worker.measure import FRAMEWORK_ENV
+from orchestrator.worker.stack_check import stack_mismatch
+
+EXIT_WORKLOAD_ERROR = 1
+
+
+class StackMismatch(Exception):
+    """This environment is not the stack the cell declares; nothing was run."""
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m orchestrator.worker CELL_FILE OUT_FILE", file=sys.stderr)
+        return 2
+    writer = RecordWriter(argv[1])
+    os.environ.update(FRAMEWORK_ENV)  # before the workload imports its framework
+    start = time.perf_counter()
+    code = 0
+    ctx: Context | None = None
+    try:
+        cell = read_cell_file(argv[0])
+        ctx = Context(cell=cell, writer=writer)
+        mismatch = stack_mismatch(cell.stack)
+        if mismatch:
+            raise StackMismatch(mismatch)
+        module = importlib.import_module(f"workloads.{cell.workload}.workload")
+        module.run(ctx)
+    except BaseException as exc:  # every failure becomes a record
+        traceback.print_exc()
+        writer.write(_error_record(exc))
+        code = EXIT_WORKLOAD_ERROR
+    writer.write({"record": "timing", "workload_s": time.perf_counter() - start})
+    writer.write(_provenance(ctx))
+    return code
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    name = type(exc).__name__
+    message = str(exc)
+    oom = isinstance(exc, MemoryError) or name == "OutOfMemoryError" or (
+        "out of memory" in message.lower() and "cuda" in message.lower())
+    kind = (FailureKind.UNSUPPORTED if isinstance(exc, Unsupported) else
+            FailureKind.STACK_MISMATCH if isinstance(exc, StackMismatch) else
+            FailureKind.OOM if oom else FailureKind.FAILED)
+    return {"record": "error", "kind": kind.value, "type": name, "message": message[:2000]}
+
+
+def _provenance(ctx: Context | None) -> dict[str, Any]:
+    """Where the cell ran; what the workload declared, where it got that far."""
+    record: dict[str, Any] = {
+        "record": "provenance",
+        "python": python_version(),
+        "hostname": hostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+    if ctx is not None:
+        record |= {
+            "framework": ctx.framework,
+            "framework_version": ctx.framework_version,
+            "data_sha256": ctx.data_files,
+            "precision_switches": {str(k): str(v) for k, v in ctx.precision_switches.items()},
+        }
+    torch = sys.modules.get("torch")  # only if the workload imported it
+    if torch is not None:
+        record["cuda"] = torch.version.cuda
+        if torch.backends.cudnn.is_available():
+            record["cudnn"] = str(torch.backends.cudnn.version())
+        if torch.cuda.is_available():
+            record["gpu_model"] = torch.cuda.get_device_name(0)
+            record["gpu_count"] = torch.cuda.device_count()
+            record["driver"] = _nvidia_driver()
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else version
+    except Exception:  # provenance is best effort, never a failure
+        return None
