@@ -219,6 +219,19 @@ def validate(matrix_file: MatrixFile) -> None:
 
 
 @app.command()
+def workloads(name: Annotated[str | None, typer.Argument(
+        help="A workload: list its parameters.", show_default=False)] = None) -> None:
+    """List the workloads a matrix can name, with what each counts; with NAME, its
+    parameters (type, default, allowed values, meaning) and presets."""
+    from orchestrator.workload_view import show_workload, show_workloads
+
+    if name is None:
+        show_workloads(_console())
+    else:
+        show_workload(name, _console())
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the matrix file (for editors)."""
     import json

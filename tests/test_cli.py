@@ -92,3 +92,32 @@ def test_the_worker_imports_nothing_heavy_of_its_own(tmp_path):
     # importlib.metadata alone costs each cell ~30 ms (bench/overhead.py caught it): it is
     # imported only when a stack pins a framework version.
     assert imported_after(code, (*HEAVY, "importlib.metadata", "email")) == set()
+
+
+def test_workloads_lists_every_workload_with_what_it_counts(tmp_path):
+    from orchestrator.workload_registry import available_workloads, load_workload
+
+    result = run_cli("workloads", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert set(rows) == set(available_workloads())
+    for name, line in rows.items():
+        assert f"│ {load_workload(name).item_unit} " in line, line
+    assert "by backend" in rows["keras_lstm"]  # its framework is the backend parameter's
+
+
+def test_workloads_name_lists_its_parameters_and_a_wrong_name_is_one_line(tmp_path):
+    from orchestrator.workload_registry import available_workloads
+
+    result = run_cli("workloads", "sleep", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "throughput counts samples" in result.stdout
+    fault = next(line for line in result.stdout.splitlines() if line.startswith("│ fault "))
+    assert "none, raise, abort" in fault and "'none'" in fault
+    seconds = next(line for line in result.stdout.splitlines() if line.startswith("│ seconds "))
+    assert "0.001..86400" in seconds
+    wrong = run_cli("workloads", "nope", cwd=tmp_path)
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    known = ", ".join(available_workloads())
+    assert wrong.stderr.strip() == f"error: unknown workload 'nope' (known: {known})"
