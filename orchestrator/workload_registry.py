@@ -1,24 +1,30 @@
-"""The workload registry: a workload is a folder `workloads/<name>/` with a `defaults.yaml`.
+"""The workload registry: a workload is a folder with a `defaults.yaml` and a `workload.py`:
+a built-in one under `workloads/<name>/`, or a user's folder anywhere that a matrix names
+(`path:`), registered when the matrix is loaded.
 
 `defaults.yaml` declares what the orchestrator must know without importing the workload's
 framework: its version, item unit, the parameters it accepts (type, default, allowed values),
-its presets, the metrics it reports and a rough time per epoch for plans.
+its presets, the metrics it reports and a rough time per epoch for plans. A user folder's
+version is its declared one plus a hash of its code (`FOLDER_CODE`), so a result's identity
+moves when the code changes, and only then.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from orchestrator.errors import UnknownWorkloadError
+from orchestrator.errors import MatrixError, UnknownWorkloadError
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+FOLDER_CODE = ("*.py", "defaults.yaml")  # what a user folder's code hash covers
+FOLDER_HASH_LENGTH = 12
 
 Scalar = bool | int | float | str
 ParamType = Literal["int", "float", "bool", "str"]
@@ -133,20 +139,84 @@ def device_param_columns(workloads: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(f"param.{name}" for name in names if name))
 
 
+class WorkloadFolderError(MatrixError):
+    """A folder a matrix names as a workload that is not one."""
+
+
+_FOLDERS: dict[str, Path] = {}  # workload name -> a user's folder, registered by the matrix
+_LOADED: dict[str, WorkloadInfo] = {}
+
+
 def available_workloads() -> list[str]:
-    """Names of the folders under workloads/ that hold a defaults.yaml."""
+    """Names of the folders under workloads/ that hold a defaults.yaml (the built-ins)."""
     return sorted(p.parent.name for p in WORKLOADS_DIR.glob("*/defaults.yaml"))
 
 
-@cache
+def workload_folder(name: str) -> Path | None:
+    """The user's folder registered for `name`, or None for a built-in workload."""
+    return _FOLDERS.get(name)
+
+
+def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
+    """Make the workload folder `folder` known as `name`; WorkloadFolderError (one line)
+    when the name shadows a built-in or the folder is no workload."""
+    if not name.isidentifier():
+        raise WorkloadFolderError(f"{name!r} is not a Python identifier, which a workload "
+                                  "name must be (it names the workload's package)")
+    if name in available_workloads():
+        raise WorkloadFolderError(f"{name!r} is a built-in workload: give yours another name")
+    if not folder.is_dir():
+        raise WorkloadFolderError(f"{folder} is not a folder")
+    for needed in ("defaults.yaml", "workload.py"):
+        if not (folder / needed).is_file():
+            raise WorkloadFolderError(f"{folder} is not a workload folder: it has no {needed}")
+    info = _read_declaration(name, folder / "defaults.yaml", WorkloadFolderError)
+    info = info.model_copy(update={"version": f"{info.version}+{folder_code_hash(folder)}"})
+    _FOLDERS[name] = folder.resolve()
+    _LOADED[name] = info
+    return info
+
+
+def folder_code(folder: Path) -> list[Path]:
+    """A user workload folder's code (FOLDER_CODE, recursively, caches left out): what its
+    version hashes and what a stack image carries of it."""
+    return sorted({p for pattern in FOLDER_CODE for p in folder.rglob(pattern)
+                   if "__pycache__" not in p.parts and p.is_file()})
+
+
+def folder_code_hash(folder: Path) -> str:
+    """A hash of the folder's code: the part of a user workload's version that moves with
+    its code, and only with it."""
+    digest = hashlib.sha256()
+    for path in folder_code(folder):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:FOLDER_HASH_LENGTH]
+
+
 def load_workload(name: str) -> WorkloadInfo:
     """The declaration of workload `name`; UnknownWorkloadError when there is none."""
+    if name in _LOADED:
+        return _LOADED[name]
     path = WORKLOADS_DIR / name / "defaults.yaml"
     if not name.isidentifier() or not path.is_file():
         known = ", ".join(available_workloads())
         raise UnknownWorkloadError(f"unknown workload {name!r} (known: {known})")
-    raw = yaml.safe_load(path.read_text())
+    # a broken built-in defaults.yaml is the project's bug, not the user's
+    _LOADED[name] = _read_declaration(name, path, RuntimeError)
+    return _LOADED[name]
+
+
+def _read_declaration(name: str, path: Path, error: type[Exception]) -> WorkloadInfo:
     try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise TypeError("the file is not a mapping of keys (version, item_unit, params...)")
         return WorkloadInfo(name=name, **raw)
-    except (ValidationError, TypeError) as exc:  # a broken defaults.yaml is the project's bug
-        raise RuntimeError(f"{path} is not a valid workload declaration: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(part) for part in e['loc']) or 'the file'}: "
+                             f"{e['msg']}" for e in exc.errors()[:3])
+        raise error(f"{path} is not a valid workload declaration: {problems}") from exc
+    except (TypeError, yaml.YAMLError, UnicodeDecodeError) as exc:
+        problem = " ".join(str(exc).split())[:300]
+        raise error(f"{path} is not a valid workload declaration: {problem}") from exc

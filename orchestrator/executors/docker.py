@@ -32,7 +32,7 @@ from orchestrator.images.engine import (
     first_line,
     stopped_by_the_engine,
 )
-from orchestrator.images.ref import ImageRef
+from orchestrator.images.ref import ImageRef, image_workload_dir
 from orchestrator.plan.cells import Cell
 from orchestrator.providers import registry_auth
 from orchestrator.results.records import Record, Status
@@ -52,7 +52,10 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
              node_id: str | None = None,
              on_start: Callable[[], None] | None = None) -> list[Record]:
     """Run `cell` in a container of `image` and return its journal records."""
-    files = CellFiles.prepare(cell, run_root)
+    # A user's workload folder is in the image, not at its path on this machine.
+    in_image = cell if cell.workload_dir is None else cell.model_copy(
+        update={"workload_dir": image_workload_dir(cell.workload)})
+    files = CellFiles.prepare(in_image, run_root)
 
     def refused(status: Status, why: str) -> list[Record]:
         files.log.write_text(f"docker executor: {why}\n")

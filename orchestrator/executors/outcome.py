@@ -86,7 +86,10 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
     """The attempt's batch: provenance, measurements, and the cell record last."""
     identity = _identity(cell)
     raw, unreadable = _read_out(out_file)
-    provenance = _provenance(identity, raw, tool, extra_provenance or {})
+    extra = dict(extra_provenance or {})
+    if cell.workload_dir is not None:
+        extra["workload_dir"] = cell.workload_dir
+    provenance = _provenance(identity, raw, tool, extra)
     measurements, invalid = _measurements(cell, identity, raw, provenance)
     error = next((r for r in raw if r.get("record") == "error"), None)
     timing = next((r for r in raw if r.get("record") == "timing"), {})

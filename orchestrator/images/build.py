@@ -70,7 +70,7 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
     for index, stack in enumerate(stacks):
         log = run_root / "build" / f"{stack.name}.log"
         try:
-            rendered = render(stack, spec.images)
+            rendered = render(stack, spec.images, spec.workload_folders())
             found = find_image(client, stack.name, rendered.tag)
             if found is None:
                 start = time.perf_counter()

@@ -8,6 +8,14 @@ from dataclasses import dataclass
 
 from orchestrator.errors import MatrixError
 
+IMAGE_CODE_ROOT = "/opt/matrix-bench/code"  # where an image carries its code (PYTHONPATH)
+IMAGE_USER_WORKLOADS = "user_workloads"  # beside orchestrator/ and workloads/ in it
+
+
+def image_workload_dir(name: str) -> str:
+    """Where an image carries the user workload folder named `name`."""
+    return f"{IMAGE_CODE_ROOT}/{IMAGE_USER_WORKLOADS}/{name}"
+
 
 class ImageError(MatrixError):
     """A stack image that cannot be rendered, built, found or pushed."""

@@ -15,7 +15,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +25,11 @@ from typing import Any
 from orchestrator.executors import needs_image
 from orchestrator.images.engine import stopped_by_the_engine
 from orchestrator.images.locks import check_lock, lock_from_wheelhouse, lock_pins
-from orchestrator.images.ref import BuildFailure, ImageError, ImageRef
+from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageError, ImageRef
 from orchestrator.images.wheels import served
 from orchestrator.providers import registry_auth
 from orchestrator.spec.model import Images, MatrixSpec, Stack
+from orchestrator.workload_registry import folder_code
 
 __all__ = ["BuildFailure", "BuildStepStopped", "ImageError", "ImageRef", "Rendered",
            "build_image", "find_image", "image_problems", "lock_from_wheelhouse", "lock_pins",
@@ -64,8 +65,11 @@ class Rendered:
     tag: str  # matrix-bench:<hash>
 
 
-def render(stack: Stack, images: Images) -> Rendered:
-    """The stack's build inputs and tag; ImageError for a lock that contradicts the stack."""
+def render(stack: Stack, images: Images,
+           workload_folders: Mapping[str, Path] | None = None) -> Rendered:
+    """The stack's build inputs and tag; ImageError for a lock that contradicts the stack.
+    The image carries the worker, the built-in workloads and `workload_folders` (a matrix's
+    own workloads), so their code is part of the tag."""
     lock_path = Path(str(images.locks)) / f"{stack.name}.txt"
     try:
         lock = lock_path.read_text(encoding="utf-8")
@@ -87,7 +91,7 @@ def render(stack: Stack, images: Images) -> Rendered:
                    if ca_bundle else ""),
         index_args="".join(f', "{arg}"' for arg in index_args(stack)),
     )
-    code = worker_code()
+    code = worker_code() + user_workload_code(workload_folders or {})
     digest = hashlib.sha256()
     for part in (dockerfile.encode(), lock.encode(), ca_bundle or b"",
                  *(p.encode() + b"\0" + c for p, c in code)):
@@ -112,7 +116,7 @@ def image_problems(spec: MatrixSpec) -> list[str]:
     for stack in spec.stacks:
         if needs_image(stack):
             try:
-                render(stack, spec.images)
+                render(stack, spec.images, spec.workload_folders())
             except ImageError as exc:
                 problems.append(str(exc))
     return problems
@@ -135,6 +139,13 @@ def worker_code() -> tuple[tuple[str, bytes], ...]:
         files += sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".yaml")
                         and "__pycache__" not in p.parts)
     return tuple((str(p.relative_to(PROJECT_ROOT)), p.read_bytes()) for p in files)
+
+
+def user_workload_code(folders: Mapping[str, Path]) -> tuple[tuple[str, bytes], ...]:
+    """The user workload folders' code, as the image carries it (`image_workload_dir`)."""
+    return tuple((f"{IMAGE_USER_WORKLOADS}/{name}/{path.relative_to(folder).as_posix()}",
+                  path.read_bytes())
+                 for name, folder in sorted(folders.items()) for path in folder_code(folder))
 
 
 STEP_CONTAINER = re.compile(r"\s*---> Running in ([0-9a-f]{12,64})")  # the classic builder's

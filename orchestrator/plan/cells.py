@@ -46,6 +46,9 @@ class Cell(BaseModel):
     memory_limit_mb: int | None
     config_id: str
     cell_id: str
+    # a user's workload folder (`path:`) the worker imports the workload from; None for a
+    # built-in. Not hashed: the folder's code is, through `workload_version`.
+    workload_dir: str | None = None
 
 
 def as_repeat(cell: Cell, repeat: int) -> Cell:
@@ -175,7 +178,7 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
             epochs=epochs, repeat=repeat,
             timeout_s=entry.timeout_s or info.timeout_s,
             memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
-            cell_id=cell_id_of(config_id, repeat),
+            cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
         )
 
 

@@ -105,7 +105,7 @@ def _show_images(spec: MatrixSpec, cells: list[Cell], console: Console) -> None:
         table.add_column(column)
     for stack in stacks:
         try:
-            tag = render(stack, spec.images).tag
+            tag = render(stack, spec.images, spec.workload_folders()).tag
         except ImageError as exc:
             table.add_row(stack.name, "-", f"cannot render: {exc}")
             continue

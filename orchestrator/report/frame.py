@@ -6,10 +6,16 @@ one-GPU twin may come from another run.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
 from orchestrator.results.store import ResultStore, write_parquet
+from orchestrator.workload_registry import (
+    WorkloadFolderError,
+    register_workload_folder,
+    workload_folder,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,8 +23,23 @@ if TYPE_CHECKING:
 
 def recorded(store: ResultStore) -> pd.DataFrame:
     """The run's rows with the columns computed from each row alone: the whole epoch of
-    rows recorded before `epoch_s`, and the cost columns."""
-    return add_cost_columns(with_whole_epoch(store.joined()))
+    rows recorded before `epoch_s`, and the cost columns. The user workloads the rows came
+    from (`path:`) are registered from their folders first, for their declarations."""
+    joined = store.joined()
+    if "workload_dir" in joined.columns:
+        pairs = joined[["workload", "workload_dir"]].dropna().drop_duplicates()
+        for name, folder in pairs.itertuples(index=False):
+            if workload_folder(name) is None:
+                register_recorded_folder(str(name), Path(folder))
+    return add_cost_columns(with_whole_epoch(joined))
+
+
+def register_recorded_folder(name: str, folder: Path) -> None:
+    """Register the folder a run's workload came from; WorkloadFolderError where it is gone."""
+    if not (folder / "defaults.yaml").is_file():
+        raise WorkloadFolderError(f"the run's workload {name} came from {folder}, which holds "
+                                  "no workload any more: put it back to report the run")
+    register_workload_folder(name, folder)
 
 
 def run_frame(store: ResultStore) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
+from orchestrator.workload_registry import workload_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -159,7 +160,10 @@ def flops_per_item(row: Any) -> float | None:
     if present(row.get("flops_per_item")):
         return float(row["flops_per_item"])
     try:
-        return model_flops_per_item(str(row.get("workload")), _workload_params(row))
+        workload = str(row.get("workload"))
+        folder = workload_folder(workload)
+        return model_flops_per_item(workload, _workload_params(row),
+                                    None if folder is None else str(folder))
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
+from orchestrator.worker.workload_code import workload_package
+from orchestrator.workload_registry import workload_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,10 +55,12 @@ def seed_views(workload: str, summary: pd.DataFrame, unit: str) -> list[str]:
 
 
 def workload_views(workload: str) -> list[View]:
+    folder = workload_folder(workload)
+    name = f"{workload_package(workload, None if folder is None else str(folder))}.views"
     try:
-        module = importlib.import_module(f"workloads.{workload}.views")
+        module = importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name != f"workloads.{workload}.views":
+        if exc.name != name:
             raise  # the views exist but need something missing: a real error
         return [scaling]
     views: list[View] = module.VIEWS

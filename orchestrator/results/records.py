@@ -180,6 +180,7 @@ class ProvenanceRecord(_Identity):
     precision_switches: dict[str, str] = Field(default_factory=dict)
     price_per_hour_usd: float | None = None
     price_source: str | None = None
+    workload_dir: str | None = None  # a user's workload folder (`path:`), on the driver
 
 
 Record = MeasurementRecord | CellRecord | ProvenanceRecord

@@ -35,7 +35,13 @@ from orchestrator.spec.model import (
     resolve_image_paths,
 )
 from orchestrator.spec.schema_errors import schema_error
-from orchestrator.workload_registry import Scalar, WorkloadInfo, load_workload
+from orchestrator.workload_registry import (
+    Scalar,
+    WorkloadFolderError,
+    WorkloadInfo,
+    load_workload,
+    register_workload_folder,
+)
 
 
 def json_schema() -> dict[str, Any]:
@@ -61,8 +67,26 @@ def load_spec(path: Path | str) -> MatrixSpec:
     except ValidationError as exc:
         raise schema_error(doc, exc, MatrixSpec) from None
     spec = spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
+    _check_unique_names(spec, doc)
+    spec = _with_workload_folders(spec, doc)
     _check_semantics(spec, doc)
     return spec
+
+
+def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
+    """Register each `path:` workload (its folder made absolute, against the matrix file's
+    folder), so that the checks below and everything after know it."""
+    entries = []
+    for index, entry in enumerate(spec.workloads):
+        if entry.path is not None:
+            folder = (doc.path.parent / Path(entry.path).expanduser()).resolve()
+            try:
+                register_workload_folder(entry.name, folder)
+            except WorkloadFolderError as exc:
+                raise doc.error(("workloads", index, "path"), str(exc)) from None
+            entry = entry.model_copy(update={"path": str(folder)})
+        entries.append(entry)
+    return spec.model_copy(update={"workloads": entries})
 
 
 def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
@@ -71,7 +95,6 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
     if isinstance(spec.repeats, RepeatPolicy) and spec.repeats.max < spec.repeats.min:
         raise doc.error(("repeats", "max"), f"must be at least min ({spec.repeats.min}), got "
                                             f"{spec.repeats.max}")
-    _check_unique_names(spec, doc)
     _check_registered(spec, doc)
     for provider in providers():
         if found := provider.matrix_problem(spec):

@@ -100,6 +100,9 @@ class WorkloadEntry(_Strict):
     preset: ScalarOrList | None = None  # shorthand for params.preset
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_S)  # default: workload's
     memory_limit_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_LIMIT_MB)  # hard limit
+    # your own workload's folder (defaults.yaml, workload.py), relative to the matrix file;
+    # absolute once loaded. Not part of any id: the folder's code hash is (its version).
+    path: str | None = None
 
 
 class Rule(_Strict):
@@ -155,6 +158,10 @@ class MatrixSpec(_Strict):
     def max_repeats(self) -> int:
         """The most repeats a configuration may get (what max_cells counts)."""
         return self.repeats.max if isinstance(self.repeats, RepeatPolicy) else self.repeats
+
+    def workload_folders(self) -> dict[str, Path]:
+        """Workload name -> the user's folder, for the workloads named with `path:`."""
+        return {e.name: Path(e.path) for e in self.workloads if e.path is not None}
 
     @property
     def target_cv(self) -> float | None:

@@ -78,6 +78,7 @@ class CellFile:
     memory_limit_mb: int | None
     hardware: CellHardware
     stack: CellStack
+    workload_dir: str | None = None  # a user's workload folder; None: workloads/<name>/
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CellFile:
@@ -91,7 +92,8 @@ class CellFile:
             types = dict(raw["param_types"])
             values = {name: _typed(value, types.get(name)) for name, value in
                       raw["params"].items()}
-            return cls(**{**{f.name: raw[f.name] for f in fields(cls)}, "params": values,
+            given = {f.name: raw[f.name] for f in fields(cls) if f.name != "workload_dir"}
+            return cls(**{**given, "workload_dir": raw.get("workload_dir"), "params": values,
                           "param_types": types,
                           "hardware": _only_known(CellHardware, raw["hardware"]),
                           "stack": _only_known(CellStack, raw["stack"])})

@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+from orchestrator.worker.workload_code import workload_package
 
 
 class Unsupported(Exception):
@@ -137,14 +138,15 @@ class Context:
 
     def flops_per_item(self) -> float | None:
         """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
-        return model_flops_per_item(self.cell.workload, self.params)
+        return model_flops_per_item(self.cell.workload, self.params, self.cell.workload_dir)
 
 
-def model_flops_per_item(workload: str, params: dict[str, Any]) -> float | None:
-    """Training FLOPs per item from `workloads/<workload>/flops.py` (pure Python), or None
-    for a workload without a FLOP model. The worker records it; the report's judge
-    (judge.py) derives it again for rows recorded without it."""
-    name = f"workloads.{workload}.flops"
+def model_flops_per_item(workload: str, params: dict[str, Any],
+                         folder: str | None = None) -> float | None:
+    """Training FLOPs per item from the workload's `flops.py` (pure Python; `folder`: a
+    user's workload folder), or None for a workload without a FLOP model. The worker records
+    it; the report's judge (judge.py) derives it again for rows recorded without it."""
+    name = f"{workload_package(workload, folder)}.flops"
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

@@ -9,7 +9,6 @@ appends an `error` record and exits 1, so the executor can tell `failed` from `o
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -21,6 +20,7 @@ from orchestrator.worker.context import Context, RecordWriter, Unsupported
 from orchestrator.worker.host import cpu_model, hostname, python_version
 from orchestrator.worker.measure import FRAMEWORK_ENV
 from orchestrator.worker.stack_check import stack_mismatch
+from orchestrator.worker.workload_code import workload_module
 
 EXIT_WORKLOAD_ERROR = 1
 
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         mismatch = stack_mismatch(cell.stack)
         if mismatch:
             raise StackMismatch(mismatch)
-        module = importlib.import_module(f"workloads.{cell.workload}.workload")
+        module = workload_module(cell.workload, cell.workload_dir, "workload")
         module.run(ctx)
     except BaseException as exc:  # every failure becomes a record
         traceback.print_exc()

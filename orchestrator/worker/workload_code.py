@@ -1,0 +1,39 @@
+"""Importing a workload's code, wherever it lives: a built-in under `workloads/<name>/`, or a
+user's folder (`path:` in the matrix), which becomes the package `matrix_bench_workloads.<name>`
+so that its modules may import each other, relatively or by their plain names. Stdlib only:
+the worker imports this for every cell."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from types import ModuleType
+
+USER_PACKAGE = "matrix_bench_workloads"
+
+
+def workload_package(name: str, folder: str | None) -> str:
+    """The importable name of workload `name`'s package (made on first use for a folder)."""
+    if folder is None:
+        return f"workloads.{name}"
+    package = f"{USER_PACKAGE}.{name}"
+    if package not in sys.modules:
+        if USER_PACKAGE not in sys.modules:
+            sys.modules[USER_PACKAGE] = _namespace(USER_PACKAGE, [])
+        sys.modules[package] = _namespace(package, [folder])
+        if folder not in sys.path:  # `import model` beside workload.py works too
+            sys.path.insert(0, folder)
+    return package
+
+
+def workload_module(name: str, folder: str | None, part: str) -> ModuleType:
+    """The workload's module `part` (workload, flops, views, datasets); ModuleNotFoundError
+    where it has none."""
+    return importlib.import_module(f"{workload_package(name, folder)}.{part}")
+
+
+def _namespace(name: str, path: list[str]) -> ModuleType:
+    module = types.ModuleType(name)
+    module.__path__ = path
+    return module

@@ -1,0 +1,168 @@
+"""Your own workload folder, outside the project (`path:` in the matrix): it runs through the
+real worker in a process and in a stack image, its code hash is part of its version and of
+the image's tag (when the code changes, and only then), `matrix report` finds it again from
+the journal, and a folder that is no workload is one located line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from orchestrator.images.stack_image import render
+from orchestrator.plan.cells import expand
+from orchestrator.spec.load import load_spec
+from orchestrator.spec.model import Images, Stack
+from tests.conftest import cell_records, journal, run_cli, write
+
+DEFAULTS = """
+version: "1"
+description: "A user's workload: sums a range per step."
+item_unit: sample
+epochs: 2
+params:
+  n: {type: int, default: 1000, min: 1}
+  steps: {type: int, default: 5, min: 2}
+"""
+WORKLOAD = """
+from helper import total  # a module beside workload.py, imported by its plain name
+
+from .flops import flops_per_item  # and one imported relatively
+
+
+def run(ctx):
+    assert flops_per_item(ctx.params) == ctx.params["n"]
+    for epoch in ctx.epoch_range():
+        meter = ctx.start_epoch(warmup_steps=1)
+        for _ in range(ctx.params["steps"]):
+            with meter.step(items=1):
+                total(ctx.params["n"])
+        ctx.end_epoch(epoch, meter)
+"""
+
+
+def make_folder(root: Path) -> Path:
+    folder = root / "my_model"
+    folder.mkdir(parents=True)
+    write(folder / "defaults.yaml", DEFAULTS)
+    write(folder / "workload.py", WORKLOAD)
+    write(folder / "helper.py", "def total(n):\n    return sum(range(n))\n")
+    write(folder / "flops.py", "def flops_per_item(params):\n    return float(params['n'])\n")
+    return folder
+
+
+def matrix(root: Path, stack: str = "{name: here, executor: process}", extra: str = "") -> Path:
+    return write(root / "m.yaml", f"""
+        name: mine
+        hardware: [{{name: box, kind: local}}]
+        stacks: [{stack}]
+        workloads:
+          - {{name: my_model, path: ./my_model, params: {{n: [1000, 20000]}}}}
+        """ + extra)
+
+
+@pytest.mark.slow
+def test_a_folder_outside_the_project_runs_and_reports_like_a_built_in(tmp_path):
+    make_folder(tmp_path)
+    done = run_cli("run", str(matrix(tmp_path)), "--no-ray", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = tmp_path / "reports" / "mine"
+    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    rows = pd.read_parquet(run_dir / "results.parquet")
+    assert len(rows) == 4 and (rows["items_per_s"] > 0).all()  # 2 cells x 2 epochs
+    assert sorted(rows["flops_per_item"].unique()) == [1000.0, 20000.0]  # its flops.py
+    assert set(rows["workload_dir"]) == {str((tmp_path / "my_model").resolve())}
+    assert "A user's workload: sums a range per step." in (run_dir / "report.md").read_text()
+
+    # `matrix report` in a new process finds the workload again through the journal
+    (run_dir / "report.md").unlink()
+    again = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "## my_model" in (run_dir / "report.md").read_text()
+    shutil.move(tmp_path / "my_model", tmp_path / "elsewhere")
+    gone = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert gone.returncode == 2
+    assert "came from" in gone.stderr and "put it back" in gone.stderr
+
+
+def config_ids(root: Path) -> list[str]:
+    return [cell.config_id for cell in expand(load_spec(root / "m.yaml"))]
+
+
+def test_the_folders_code_moves_its_ids_and_nothing_else_does(tmp_path):
+    folder = make_folder(tmp_path)
+    matrix(tmp_path)
+    first = config_ids(tmp_path)
+    write(folder / "README.md", "notes: not code\n")
+    (folder / "__pycache__").mkdir()
+    (folder / "__pycache__" / "workload.cpython-311.pyc").write_bytes(b"\0cache")
+    assert config_ids(tmp_path) == first
+    write(folder / "helper.py", "def total(n):\n    return sum(range(n + 1))\n")
+    changed = config_ids(tmp_path)
+    assert len(set(changed)) == 2 and not set(changed) & set(first)
+    (cell, *_) = expand(load_spec(tmp_path / "m.yaml"))
+    assert cell.workload_version.startswith("1+") and cell.workload_dir == str(folder.resolve())
+
+
+def test_the_image_carries_the_folder_and_its_tag_follows_the_code(tmp_path):
+    folder = make_folder(tmp_path)
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "locks" / "s.txt").write_text("torch==2.13.0+cpu --hash=sha256:" + "a" * 64)
+    stack = Stack(name="s", framework="torch", framework_version="2.13.0")
+    images = Images(locks=str(tmp_path / "locks"))
+    bare = render(stack, images)
+    carried = render(stack, images, {"my_model": folder})
+    assert carried.tag != bare.tag
+    assert {path for path, _ in carried.code} - {path for path, _ in bare.code} == {
+        "user_workloads/my_model/defaults.yaml", "user_workloads/my_model/flops.py",
+        "user_workloads/my_model/helper.py", "user_workloads/my_model/workload.py"}
+    write(folder / "notes.txt", "not code\n")
+    assert render(stack, images, {"my_model": folder}).tag == carried.tag
+    write(folder / "flops.py", "def flops_per_item(params):\n    return 2.0 * params['n']\n")
+    assert render(stack, images, {"my_model": folder}).tag != carried.tag
+
+
+@pytest.mark.docker
+def test_a_folder_runs_in_a_stack_image(image_env, tmp_path):
+    make_folder(tmp_path)
+    path = matrix(tmp_path, image_env.stack("torch-cpu"), image_env.images_section())
+    done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = tmp_path / "reports" / "mine"
+    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    provenance = [r for r in journal(run_dir) if r["record"] == "provenance"]
+    assert all(p["image_tag"].startswith("matrix-bench:") for p in provenance)
+    # the driver records where the folder is here, not where the image carries it
+    assert {p["workload_dir"] for p in provenance} == {str((tmp_path / "my_model").resolve())}
+
+
+@pytest.mark.parametrize(("entry", "where", "problem"), [
+    ("{name: my_model, path: ./nowhere}", "workloads[0].path", "nowhere is not a folder"),
+    ("{name: my_model, path: ./empty}", "workloads[0].path",
+     "is not a workload folder: it has no defaults.yaml"),
+    ("{name: sleep, path: ./my_model}", "workloads[0].path",
+     "'sleep' is a built-in workload: give yours another name"),
+    ("{name: my_model, path: ./broken}", "workloads[0].path",
+     "defaults.yaml is not a valid workload declaration: description: Field required"),
+    ("{name: my_model, path: ./my_model, colour: red}", "workloads[0].colour", "unknown key"),
+])
+def test_a_folder_that_is_no_workload_is_one_line_and_nothing_runs(tmp_path, entry, where,
+                                                                  problem):
+    make_folder(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "broken").mkdir()
+    write(tmp_path / "broken" / "defaults.yaml", 'version: "1"\nitem_unit: sample\n')
+    write(tmp_path / "broken" / "workload.py", "def run(ctx):\n    pass\n")
+    path = write(tmp_path / "bad.yaml", f"""
+        name: bad
+        hardware: [{{name: box, kind: local}}]
+        stacks: [{{name: here, executor: process}}]
+        workloads: [{entry}]
+        """)
+    done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}:4: {where}: ") and problem in line, line
+    assert not (tmp_path / "reports").exists()
