@@ -231,6 +231,22 @@ def workloads(name: Annotated[str | None, typer.Argument(
         show_workload(name, _console())
 
 
+@app.command(name="new-workload")
+def new_workload(
+    name: Annotated[str, typer.Argument(help="The workload's name (a Python identifier).",
+                                        show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The folder to create.")],
+) -> None:
+    """Make a workload folder to start from: a small PyTorch model on synthetic data with its
+    parameters, a tiny preset, a FLOP model, a test and example.yaml, which runs as made:
+    `matrix run DIR/example.yaml`."""
+    from orchestrator.scaffold import new_workload as scaffold
+
+    written = scaffold(name, output)
+    typer.echo(f"{output}: {', '.join(p.name for p in written)}\n"
+               f"run it: matrix run {output / 'example.yaml'}")
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the matrix file (for editors)."""

@@ -178,10 +178,11 @@ def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
 
 
 def folder_code(folder: Path) -> list[Path]:
-    """A user workload folder's code (FOLDER_CODE, recursively, caches left out): what its
-    version hashes and what a stack image carries of it."""
+    """A user workload folder's code (FOLDER_CODE, recursively; caches and the folder's own
+    tests left out): what its version hashes and what a stack image carries of it."""
     return sorted({p for pattern in FOLDER_CODE for p in folder.rglob(pattern)
-                   if "__pycache__" not in p.parts and p.is_file()})
+                   if "__pycache__" not in p.parts and p.is_file()
+                   and not p.name.startswith("test_") and p.name != "conftest.py"})
 
 
 def folder_code_hash(folder: Path) -> str:

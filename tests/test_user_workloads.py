@@ -96,6 +96,7 @@ def test_the_folders_code_moves_its_ids_and_nothing_else_does(tmp_path):
     matrix(tmp_path)
     first = config_ids(tmp_path)
     write(folder / "README.md", "notes: not code\n")
+    write(folder / "test_my_model.py", "def test_it():\n    pass\n")  # its tests: not code
     (folder / "__pycache__").mkdir()
     (folder / "__pycache__" / "workload.cpython-311.pyc").write_bytes(b"\0cache")
     assert config_ids(tmp_path) == first

@@ -1,0 +1,58 @@
+"""`matrix new-workload NAME -o DIR`: the folder it makes runs as made, through `matrix run
+DIR/example.yaml` on this machine's CPU in well under a minute, and its own test passes; a
+name or folder it cannot use is one line and nothing is written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from tests.conftest import cell_records, run_cli
+
+pytestmark = pytest.mark.slow  # real training and a second pytest
+
+
+def test_the_scaffold_runs_as_made_and_its_own_test_passes(tmp_path):
+    made = run_cli("new-workload", "my_bench", "-o", str(tmp_path / "my_bench"), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "my_bench"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "defaults.yaml", "example.yaml", "flops.py", "test_workload.py", "workload.py"]
+    start = time.monotonic()
+    done = run_cli("run", str(folder / "example.yaml"), "--no-ray", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert time.monotonic() - start < 60
+    run_dir = tmp_path / "reports" / "my_bench-example"
+    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    rows = pd.read_parquet(run_dir / "results.parquet")
+    assert (rows["items_per_s"] > 0).all() and (rows["flops_per_item"] > 0).all()
+    assert not rows["flags"].str.contains("implausible").any()
+
+    own = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(folder)], capture_output=True, text=True, cwd=folder,
+                         timeout=600)
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert "2 passed" in own.stdout
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("my-bench", "'my-bench' is not a Python identifier"),
+    ("lstm_lm", "'lstm_lm' is a built-in workload: give yours another name"),
+    ("my_bench", "already exists and is not an empty folder: nothing was written"),
+])
+def test_a_name_or_folder_it_cannot_use_is_one_line_and_nothing_is_written(tmp_path, name,
+                                                                          problem):
+    folder = tmp_path / "taken"
+    folder.mkdir()
+    (folder / "mine.py").write_text("# the user's file\n")
+    target = folder if name == "my_bench" else tmp_path / "fresh"
+    done = run_cli("new-workload", name, "-o", str(target), cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and problem in line, line
+    assert sorted(p.name for p in folder.iterdir()) == ["mine.py"]
+    assert not (tmp_path / "fresh").exists()
