@@ -219,14 +219,25 @@ def validate(matrix_file: MatrixFile) -> None:
 
 
 @app.command()
-def workloads(name: Annotated[str | None, typer.Argument(
-        help="A workload: list its parameters.", show_default=False)] = None) -> None:
-    """List the workloads a matrix can name, with what each counts; with NAME, its
-    parameters (type, default, allowed values, meaning) and presets."""
+def workloads(
+    name: Annotated[str | None, typer.Argument(
+        help="A workload: list its parameters.", show_default=False)] = None,
+    matrix: Annotated[Path | None, typer.Option(
+        "--matrix", "-m", help="Also list this matrix file's own workloads (path:).",
+        show_default=False, exists=True, dir_okay=False)] = None,
+) -> None:
+    """List the workloads a matrix can name (built-in, installed packages', and with
+    --matrix that matrix's own folders), with where each comes from and what it counts;
+    with NAME, its parameters (type, default, allowed values, meaning) and presets."""
     from orchestrator.workload_view import show_workload, show_workloads
 
+    own: list[str] = []
+    if matrix is not None:
+        from orchestrator.spec.load import load_spec
+
+        own = list(load_spec(matrix).workload_folders())
     if name is None:
-        show_workloads(_console())
+        show_workloads(_console(), own)
     else:
         show_workload(name, _console())
 

@@ -1,6 +1,7 @@
 """The workload registry: a workload is a folder with a `defaults.yaml` and a `workload.py`:
-a built-in one under `workloads/<name>/`, or a user's folder anywhere that a matrix names
-(`path:`), registered when the matrix is loaded.
+a built-in one under `workloads/<name>/`, a user's folder anywhere that a matrix names
+(`path:`), registered when the matrix is loaded, or a package an installed distribution
+provides (workload_packages.py).
 
 `defaults.yaml` declares what the orchestrator must know without importing the workload's
 framework: its version, item unit, the parameters it accepts (type, default, allowed values),
@@ -21,6 +22,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import MatrixError, UnknownWorkloadError
+from orchestrator.worker.workload_code import workload_package
+from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 FOLDER_CODE = ("*.py", "defaults.yaml")  # what a user folder's code hash covers
@@ -165,6 +168,9 @@ def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
                                   "name must be (it names the workload's package)")
     if name in available_workloads():
         raise WorkloadFolderError(f"{name!r} is a built-in workload: give yours another name")
+    if name in package_workloads():
+        raise WorkloadFolderError(f"{name!r} is a workload of the installed "
+                                  f"{package_workloads()[name].source}: give yours another name")
     if not folder.is_dir():
         raise WorkloadFolderError(f"{folder} is not a folder")
     for needed in ("defaults.yaml", "workload.py"):
@@ -195,17 +201,53 @@ def folder_code_hash(folder: Path) -> str:
     return digest.hexdigest()[:FOLDER_HASH_LENGTH]
 
 
+def package_module(name: str) -> str | None:
+    """The importable package of workload `name` where an installed distribution provides
+    it (and no built-in or folder has the name), else None."""
+    if name in _FOLDERS or (WORKLOADS_DIR / name / "defaults.yaml").is_file():
+        return None
+    package = package_workloads().get(name)
+    return package.module if package else None
+
+
+def importable(name: str) -> str:
+    """The package to import workload `name`'s modules from (workload, flops, views)."""
+    folder = _FOLDERS.get(name)
+    return workload_package(name, None if folder is None else str(folder), package_module(name))
+
+
+def workload_source(name: str) -> str:
+    """Where workload `name` comes from: built-in, path <folder> or package <dist>==<v>."""
+    if name in _FOLDERS:
+        return f"path {_FOLDERS[name]}"
+    if package_module(name) is not None:
+        return package_workloads()[name].source
+    return "built-in"
+
+
 def load_workload(name: str) -> WorkloadInfo:
-    """The declaration of workload `name`; UnknownWorkloadError when there is none."""
+    """The declaration of workload `name`; UnknownWorkloadError when there is none,
+    WorkloadPackageError for an installed package's entry point that is no workload."""
     if name in _LOADED:
         return _LOADED[name]
     path = WORKLOADS_DIR / name / "defaults.yaml"
-    if not name.isidentifier() or not path.is_file():
-        known = ", ".join(available_workloads())
+    if name.isidentifier() and path.is_file():
+        # a broken built-in defaults.yaml is the project's bug, not the user's
+        _LOADED[name] = _read_declaration(name, path, RuntimeError)
+    elif name in package_workloads():
+        _LOADED[name] = _package_declaration(name)
+    else:
+        known = ", ".join([*available_workloads(), *package_workloads()])
         raise UnknownWorkloadError(f"unknown workload {name!r} (known: {known})")
-    # a broken built-in defaults.yaml is the project's bug, not the user's
-    _LOADED[name] = _read_declaration(name, path, RuntimeError)
     return _LOADED[name]
+
+
+def _package_declaration(name: str) -> WorkloadInfo:
+    """A package workload's declaration, its version joined with its distribution's."""
+    package = package_workloads()[name]
+    info = _read_declaration(name, package.folder() / "defaults.yaml", WorkloadPackageError)
+    version = f"{info.version}+{package.distribution}-{package.distribution_version}"
+    return info.model_copy(update={"version": version})
 
 
 def _read_declaration(name: str, path: Path, error: type[Exception]) -> WorkloadInfo:

@@ -1,24 +1,39 @@
-"""`matrix workloads`: every workload a matrix can name, and one workload's parameters, read
-from their declarations (defaults.yaml) without importing any framework."""
+"""`matrix workloads`: every workload a matrix can name (the built-ins, the installed
+packages' and a matrix's own folders), and one workload's parameters, read from their
+declarations (defaults.yaml) without importing any framework."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.workload_registry import ParamDecl, available_workloads, load_workload
+from orchestrator.workload_packages import WorkloadPackageError, package_workloads
+from orchestrator.workload_registry import (
+    ParamDecl,
+    available_workloads,
+    load_workload,
+    workload_source,
+)
 
 
-def show_workloads(console: Console) -> None:
-    """One row per workload: where it comes from, what it counts, what it needs."""
+def show_workloads(console: Console, own: Sequence[str] = ()) -> None:
+    """One row per workload: where it comes from, what it counts, what it needs. `own`: the
+    names of a matrix's own workloads (registered when it was loaded)."""
     table = Table(title="workloads (`matrix workloads NAME` lists one's parameters)")
     for column in ("name", "source", "item unit", "framework", "presets", "description"):
         table.add_column(column)
-    for name in available_workloads():
-        info = load_workload(name)
+    # a package's workload named like a built-in or a folder is hidden by it: list it once
+    for name in dict.fromkeys([*available_workloads(), *own, *package_workloads()]):
+        try:
+            info = load_workload(name)
+        except WorkloadPackageError as exc:  # one broken package hides no other workload
+            table.add_row(name, package_workloads()[name].source, "-", "-", "-", str(exc))
+            continue
         chooser = next((p for p, decl in info.params.items() if decl.stack_framework), None)
         framework = info.framework or (f"by {chooser}" if chooser else "any")
-        table.add_row(name, "built-in", info.item_unit, framework,
+        table.add_row(name, workload_source(name), info.item_unit, framework,
                       ", ".join(info.presets) or "-", info.description)
     console.print(table)
 
@@ -27,7 +42,8 @@ def show_workload(name: str, console: Console) -> None:
     """The workload's parameters: type, default, what is allowed, and what each means.
     UnknownWorkloadError (one line at the CLI) for a name no workload has."""
     info = load_workload(name)
-    console.print(f"{name} (built-in, version {info.version}): {info.description}\n"
+    console.print(f"{name} ({workload_source(name)}, version {info.version}): "
+                  f"{info.description}\n"
                   f"throughput counts {info.item_unit}s; {info.epochs} epoch(s) and a "
                   f"{info.timeout_s:g} s timeout per cell unless the matrix says otherwise",
                   highlight=False)

@@ -86,7 +86,7 @@ def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, to
     """The attempt's batch: provenance, measurements, and the cell record last."""
     identity = _identity(cell)
     raw, unreadable = _read_out(out_file)
-    extra = dict(extra_provenance or {})
+    extra = {**(extra_provenance or {}), "workload_version": cell.workload_version}
     if cell.workload_dir is not None:
         extra["workload_dir"] = cell.workload_dir
     provenance = _provenance(identity, raw, tool, extra)

@@ -25,7 +25,7 @@ from orchestrator.spec.model import (
     WorkloadEntry,
     entry_grid,
 )
-from orchestrator.workload_registry import ItemUnit, Scalar, load_workload
+from orchestrator.workload_registry import ItemUnit, Scalar, load_workload, package_module
 
 
 class Cell(BaseModel):
@@ -49,6 +49,9 @@ class Cell(BaseModel):
     # a user's workload folder (`path:`) the worker imports the workload from; None for a
     # built-in. Not hashed: the folder's code is, through `workload_version`.
     workload_dir: str | None = None
+    # an installed package's workload: the package the worker imports it from; its version
+    # (hashed) names the distribution's release
+    workload_module: str | None = None
 
 
 def as_repeat(cell: Cell, repeat: int) -> Cell:
@@ -179,6 +182,7 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
             timeout_s=entry.timeout_s or info.timeout_s,
             memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
             cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
+            workload_module=package_module(info.name),
         )
 
 

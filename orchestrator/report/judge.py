@@ -28,7 +28,7 @@ from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
-from orchestrator.workload_registry import workload_folder
+from orchestrator.workload_registry import importable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,10 +160,8 @@ def flops_per_item(row: Any) -> float | None:
     if present(row.get("flops_per_item")):
         return float(row["flops_per_item"])
     try:
-        workload = str(row.get("workload"))
-        folder = workload_folder(workload)
-        return model_flops_per_item(workload, _workload_params(row),
-                                    None if folder is None else str(folder))
+        return model_flops_per_item(importable(str(row.get("workload"))),
+                                    _workload_params(row))
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -14,8 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
-from orchestrator.worker.workload_code import workload_package
-from orchestrator.workload_registry import workload_folder
+from orchestrator.workload_registry import importable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,8 +54,7 @@ def seed_views(workload: str, summary: pd.DataFrame, unit: str) -> list[str]:
 
 
 def workload_views(workload: str) -> list[View]:
-    folder = workload_folder(workload)
-    name = f"{workload_package(workload, None if folder is None else str(folder))}.views"
+    name = f"{importable(workload)}.views"
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

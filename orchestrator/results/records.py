@@ -22,6 +22,7 @@ SCHEMA_VERSION = 2
 #           throttle_reasons) and peak_source may be "estimate" (the local CPU's peak).
 #           All are new and optional: a version 1 record is a valid version 2 record.
 #   Within 2, provenance records gained the optional precision_switches (absent: {}),
+#   workload_dir and workload_version,
 #   measurement records the optional epoch_s and timing_block_steps, and cell records the
 #   optional target_cv, so no version and no migration: an older version 2 record is
 #   still a valid one.
@@ -181,6 +182,9 @@ class ProvenanceRecord(_Identity):
     price_per_hour_usd: float | None = None
     price_source: str | None = None
     workload_dir: str | None = None  # a user's workload folder (`path:`), on the driver
+    # the workload's version as its config_id hashed it: declared, plus a folder's code hash
+    # or an installed package's release (e.g. 2+acme-bench-0.3.1)
+    workload_version: str | None = None
 
 
 Record = MeasurementRecord | CellRecord | ProvenanceRecord

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
-from orchestrator.plan.cells import check_grid
+from orchestrator.images.locks import lock_pins, normalise
+from orchestrator.plan.cells import check_grid, expand
 from orchestrator.providers import hardware_kinds, provider_for, providers
 from orchestrator.spec.framework_builds import cuda_build_problem, release_problem
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
@@ -35,11 +36,13 @@ from orchestrator.spec.model import (
     resolve_image_paths,
 )
 from orchestrator.spec.schema_errors import schema_error
+from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 from orchestrator.workload_registry import (
     Scalar,
     WorkloadFolderError,
     WorkloadInfo,
     load_workload,
+    package_module,
     register_workload_folder,
 )
 
@@ -103,7 +106,7 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
     for index, entry in enumerate(spec.workloads):
         try:
             info = load_workload(entry.name)
-        except UnknownWorkloadError as exc:
+        except (UnknownWorkloadError, WorkloadPackageError) as exc:
             raise doc.error(("workloads", index, "name"), str(exc)) from None
         _check_params(entry, info, doc, ("workloads", index))
     names = {
@@ -115,6 +118,33 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
         for index, rule in enumerate(getattr(spec, section)):
             _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
     check_grid(spec, doc)
+    _check_package_locks(spec, doc)
+
+
+def _check_package_locks(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """An installed package's workload runs in an image stack only if the stack's lock pins
+    the very release whose version its results carry. A lock not written yet is left to the
+    image's own check (validate notes it)."""
+    packages = {name: package_workloads()[name] for name in
+                {w.name for w in spec.workloads} if package_module(name) is not None}
+    if not packages:
+        return
+    pairs = {(c.stack, c.workload) for c in expand(spec) if c.workload in packages}
+    for stack, workload in sorted(pairs, key=lambda p: (p[0].name, p[1])):
+        lock_path = Path(str(spec.images.locks)) / f"{stack.name}.txt"
+        if not needs_image(stack) or not lock_path.is_file():
+            continue
+        package = packages[workload]
+        pinned = lock_pins(lock_path.read_text(encoding="utf-8")).get(
+            normalise(package.distribution))
+        if pinned != package.distribution_version:
+            found = f"pins {pinned}" if pinned else "does not pin it"
+            index = next(i for i, w in enumerate(spec.workloads) if w.name == workload)
+            raise doc.error(("workloads", index, "name"), (
+                f"{workload} comes from the installed {package.source}, which stack "
+                f"{stack.name}'s lock {lock_path} {found}: add "
+                f"{package.distribution}=={package.distribution_version} with its hash to the "
+                "lock, so the image runs the release the results are named after"))
 
 
 def _check_unique_names(spec: MatrixSpec, doc: LocatedYaml) -> None:

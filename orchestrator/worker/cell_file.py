@@ -16,6 +16,8 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+from orchestrator.worker.workload_code import workload_package
+
 CELL_FILE_VERSION = 1
 # Version history: 1, the first typed one (the same fields as the untyped file before it,
 # plus `version` and `param_types`).
@@ -79,6 +81,12 @@ class CellFile:
     hardware: CellHardware
     stack: CellStack
     workload_dir: str | None = None  # a user's workload folder; None: workloads/<name>/
+    workload_module: str | None = None  # an installed package's workload: its package
+
+    @property
+    def workload_package(self) -> str:
+        """The package the workload's modules are imported from."""
+        return workload_package(self.workload, self.workload_dir, self.workload_module)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> CellFile:
@@ -92,13 +100,17 @@ class CellFile:
             types = dict(raw["param_types"])
             values = {name: _typed(value, types.get(name)) for name, value in
                       raw["params"].items()}
-            given = {f.name: raw[f.name] for f in fields(cls) if f.name != "workload_dir"}
-            return cls(**{**given, "workload_dir": raw.get("workload_dir"), "params": values,
+            given = {f.name: raw.get(f.name) if f.name in _OPTIONAL else raw[f.name]
+                     for f in fields(cls)}
+            return cls(**{**given, "params": values,
                           "param_types": types,
                           "hardware": _only_known(CellHardware, raw["hardware"]),
                           "stack": _only_known(CellStack, raw["stack"])})
         except KeyError as exc:
             raise CellFileError(f"cell file without {exc.args[0]!r}") from None
+
+
+_OPTIONAL = ("workload_dir", "workload_module")  # absent from a built-in workload's file
 
 
 def _typed(value: Scalar, declared: str | None) -> Scalar:

@@ -16,7 +16,6 @@ from typing import Any
 
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
-from orchestrator.worker.workload_code import workload_package
 
 
 class Unsupported(Exception):
@@ -138,15 +137,14 @@ class Context:
 
     def flops_per_item(self) -> float | None:
         """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
-        return model_flops_per_item(self.cell.workload, self.params, self.cell.workload_dir)
+        return model_flops_per_item(self.cell.workload_package, self.params)
 
 
-def model_flops_per_item(workload: str, params: dict[str, Any],
-                         folder: str | None = None) -> float | None:
-    """Training FLOPs per item from the workload's `flops.py` (pure Python; `folder`: a
-    user's workload folder), or None for a workload without a FLOP model. The worker records
-    it; the report's judge (judge.py) derives it again for rows recorded without it."""
-    name = f"{workload_package(workload, folder)}.flops"
+def model_flops_per_item(package: str, params: dict[str, Any]) -> float | None:
+    """Training FLOPs per item from the `flops.py` of a workload's `package` (pure Python),
+    or None for a workload without a FLOP model. The worker records it; the report's judge
+    (judge.py) derives it again for rows recorded without it."""
+    name = f"{package}.flops"
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

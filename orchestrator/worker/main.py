@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
         mismatch = stack_mismatch(cell.stack)
         if mismatch:
             raise StackMismatch(mismatch)
-        module = workload_module(cell.workload, cell.workload_dir, "workload")
+        module = workload_module(cell.workload_package, "workload")
         module.run(ctx)
     except BaseException as exc:  # every failure becomes a record
         traceback.print_exc()

@@ -1,7 +1,8 @@
-"""Importing a workload's code, wherever it lives: a built-in under `workloads/<name>/`, or a
-user's folder (`path:` in the matrix), which becomes the package `matrix_bench_workloads.<name>`
-so that its modules may import each other, relatively or by their plain names. Stdlib only:
-the worker imports this for every cell."""
+"""Importing a workload's code, wherever it lives: a built-in under `workloads/<name>/`, an
+installed distribution's package (its module path), or a user's folder (`path:` in the
+matrix), which becomes the package `matrix_bench_workloads.<name>` so that its modules may
+import each other, relatively or by their plain names. Stdlib only: the worker imports this
+for every cell."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from types import ModuleType
 USER_PACKAGE = "matrix_bench_workloads"
 
 
-def workload_package(name: str, folder: str | None) -> str:
-    """The importable name of workload `name`'s package (made on first use for a folder)."""
+def workload_package(name: str, folder: str | None, module: str | None = None) -> str:
+    """The importable name of workload `name`'s package: `module` for an installed
+    package's workload, else made on first use for a folder, else the built-in's."""
+    if module is not None:
+        return module
     if folder is None:
         return f"workloads.{name}"
     package = f"{USER_PACKAGE}.{name}"
@@ -27,10 +31,10 @@ def workload_package(name: str, folder: str | None) -> str:
     return package
 
 
-def workload_module(name: str, folder: str | None, part: str) -> ModuleType:
-    """The workload's module `part` (workload, flops, views, datasets); ModuleNotFoundError
-    where it has none."""
-    return importlib.import_module(f"{workload_package(name, folder)}.{part}")
+def workload_module(package: str, part: str) -> ModuleType:
+    """The module `part` (workload, flops, views, datasets) of a workload's `package`
+    (`workload_package`); ModuleNotFoundError where it has none."""
+    return importlib.import_module(f"{package}.{part}")
 
 
 def _namespace(name: str, path: list[str]) -> ModuleType:
