@@ -147,6 +147,7 @@ class WorkloadFolderError(MatrixError):
 
 
 _FOLDERS: dict[str, Path] = {}  # workload name -> a user's folder, registered by the matrix
+_COMMANDS: dict[str, tuple[Path, ...]] = {}  # command workload -> its folder's code files
 _LOADED: dict[str, WorkloadInfo] = {}
 
 
@@ -160,9 +161,9 @@ def workload_folder(name: str) -> Path | None:
     return _FOLDERS.get(name)
 
 
-def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
-    """Make the workload folder `folder` known as `name`; WorkloadFolderError (one line)
-    when the name shadows a built-in or the folder is no workload."""
+def check_own_name(name: str) -> None:
+    """WorkloadFolderError (one line) unless `name` may name a user's own workload: an
+    identifier that no built-in or installed package has."""
     if not name.isidentifier():
         raise WorkloadFolderError(f"{name!r} is not a Python identifier, which a workload "
                                   "name must be (it names the workload's package)")
@@ -171,6 +172,32 @@ def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
     if name in package_workloads():
         raise WorkloadFolderError(f"{name!r} is a workload of the installed "
                                   f"{package_workloads()[name].source}: give yours another name")
+
+
+def register_command_workload(info: WorkloadInfo, code: Iterable[Path] = ()) -> None:
+    """Make a command workload's declaration (command_workloads.py) known by its name, with
+    the code files of its folder (what images carry); WorkloadFolderError where the name is
+    not the user's to take."""
+    check_own_name(info.name)
+    _FOLDERS.pop(info.name, None)
+    _COMMANDS[info.name] = tuple(code)
+    _LOADED[info.name] = info
+
+
+def is_command(name: str) -> bool:
+    """Whether workload `name` is a training script run as a command (no module to import)."""
+    return name in _COMMANDS
+
+
+def command_code(name: str) -> tuple[Path, ...]:
+    """The code files of command workload `name`'s folder, as its version hashed them."""
+    return _COMMANDS.get(name, ())
+
+
+def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
+    """Make the workload folder `folder` known as `name`; WorkloadFolderError (one line)
+    when the name shadows a built-in or the folder is no workload."""
+    check_own_name(name)
     if not folder.is_dir():
         raise WorkloadFolderError(f"{folder} is not a folder")
     for needed in ("defaults.yaml", "workload.py"):
@@ -179,6 +206,7 @@ def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
     info = _read_declaration(name, folder / "defaults.yaml", WorkloadFolderError)
     info = info.model_copy(update={"version": f"{info.version}+{folder_code_hash(folder)}"})
     _FOLDERS[name] = folder.resolve()
+    _COMMANDS.pop(name, None)
     _LOADED[name] = info
     return info
 
@@ -210,8 +238,11 @@ def package_module(name: str) -> str | None:
     return package.module if package else None
 
 
-def importable(name: str) -> str:
-    """The package to import workload `name`'s modules from (workload, flops, views)."""
+def importable(name: str) -> str | None:
+    """The package to import workload `name`'s modules from (workload, flops, views); None
+    for a command workload, which has none."""
+    if name in _COMMANDS:
+        return None
     folder = _FOLDERS.get(name)
     return workload_package(name, None if folder is None else str(folder), package_module(name))
 
@@ -220,6 +251,8 @@ def workload_source(name: str) -> str:
     """Where workload `name` comes from: built-in, path <folder> or package <dist>==<v>."""
     if name in _FOLDERS:
         return f"path {_FOLDERS[name]}"
+    if name in _COMMANDS:
+        return "command"
     if package_module(name) is not None:
         return package_workloads()[name].source
     return "built-in"

@@ -53,6 +53,22 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def assert_refused_in_one_line(root: Path, entry: str, where: str, problem: str) -> None:
+    """A matrix of the one workload `entry` is refused by `matrix run` with one located line
+    (its line 4, the workloads), exit code 2, and nothing run."""
+    path = write(root / "bad.yaml", f"""
+        name: bad
+        hardware: [{{name: box, kind: local}}]
+        stacks: [{{name: here, executor: process}}]
+        workloads: [{entry}]
+        """)
+    done = run_cli("run", str(path), "--no-ray", cwd=root)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}:4: {where}: ") and problem in line, line
+    assert not (root / "reports").exists()
+
+
 @pytest.fixture
 def matrix_file(tmp_path: Path):
     """Write a matrix file from an indented YAML string."""

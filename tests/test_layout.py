@@ -1,6 +1,7 @@
 """The house stays walkable: no import cycle between the orchestrator's modules (counting
 lazy and TYPE_CHECKING imports too), no module over the size a reader takes in, and the
-worker package imports nothing of the driver's (it is the code every stack image carries)."""
+worker package and the `matrix_bench` client import nothing of the driver's (they are the
+code every stack image carries)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ WORKER_MAY_IMPORT = ("orchestrator.worker", "orchestrator.errors")
 
 def modules() -> dict[str, Path]:
     found = {}
-    for path in sorted((PROJECT / "orchestrator").rglob("*.py")):
+    for path in sorted([*(PROJECT / "orchestrator").rglob("*.py"),
+                        *(PROJECT / "matrix_bench").rglob("*.py")]):
         parts = path.relative_to(PROJECT).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         found[name] = path
@@ -90,7 +92,8 @@ def test_no_module_is_longer_than_a_reader_takes_in():
 def test_the_worker_package_imports_nothing_of_the_drivers():
     known = modules()
     for name, path in known.items():
-        if name.startswith("orchestrator.worker"):
+        if name.startswith(("orchestrator.worker", "matrix_bench")):
             foreign = {m for m in imports_of(path, known)
-                       if not m.startswith(WORKER_MAY_IMPORT) and m != "orchestrator"}
+                       if not m.startswith((*WORKER_MAY_IMPORT, "matrix_bench"))
+                       and m != "orchestrator"}
             assert foreign == set(), name

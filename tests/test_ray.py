@@ -60,3 +60,22 @@ def test_a_cell_no_node_can_start_is_given_up_as_node_lost(ray_cluster, matrix_f
     assert ended["node-a"].status == "node_lost"
     assert "no node finished the cell within its timeout (1 s)" in \
         ended["node-a"].error
+
+
+def test_your_own_workloads_run_on_a_node_that_never_loaded_the_matrix(ray_cluster, tmp_path):
+    """A folder's and a command's declarations travel with their cells: the Ray worker
+    process that runs them never read the matrix that registered them."""
+    from tests.test_command_workloads import make_scripts
+    from tests.test_user_workloads import make_folder
+
+    make_folder(tmp_path)
+    path = make_scripts(tmp_path, extra="  - {name: my_model, path: ./my_model}\n")
+    path.write_text(path.read_text().replace("{name: box, kind: local}",
+                                             "{name: node-b, kind: local}"))
+    result = run_cli("run", str(path), "--ray-address", ray_cluster.address, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    cells = cell_records(tmp_path / "reports" / "cmd")
+    assert sorted(c["workload"] for c in cells) == ["my_model", "with_client", "with_client",
+                                                    "without_client"]
+    assert {c["status"] for c in cells} == {"ok"}, [c.get("error") for c in cells]
+    assert {c["node_id"] for c in cells} == {ray_cluster.node_of_hw["node-b"]}

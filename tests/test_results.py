@@ -14,6 +14,7 @@ import pytest
 from orchestrator.errors import RunLockedError
 from orchestrator.report.analysis import COST_COLUMNS, SCALING_COLUMNS
 from orchestrator.report.frame import run_frame, write_results
+from orchestrator.results.journal import JournalLineError, parse_line
 from orchestrator.results.records import (
     SCHEMA_VERSION,
     CellRecord,
@@ -178,5 +179,20 @@ def test_a_version_1_journal_is_migrated_on_read(tmp_path):
               "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (result,) = ResultStore(tmp_path).results()
-    assert result.cell.schema_version == SCHEMA_VERSION == 2
+    assert result.cell.schema_version == SCHEMA_VERSION == 3
     assert result.measurements[0].items_per_s == 5.0
+    assert result.measurements[0].timing == "steps"
+
+
+def test_a_version_2_measurement_is_timed_by_steps_and_a_process_row_has_no_rate():
+    v2 = {"schema_version": 2, "run": "r", "cell_id": "a", "config_id": "c", "repeat": 1,
+          "record": "measurement", "epoch": 1, "item_unit": "sample", "epoch_s": 3.0}
+    assert parse_line(json.dumps({**v2, "train_s": 1.0, "items": 5.0, "items_per_s": 5.0})
+                      ).timing == "steps"
+    with pytest.raises(JournalLineError, match="timed by steps has train_s, items"):
+        parse_line(json.dumps(v2))  # a version 2 record always had its rate
+    process = parse_line(json.dumps({**v2, "schema_version": 3, "timing": "whole"}))
+    assert process.items_per_s is None and process.epoch_s == 3.0
+    with pytest.raises(JournalLineError, match="whole process has epoch_s and no train_s"):
+        parse_line(json.dumps({**v2, "schema_version": 3, "timing": "whole",
+                               "items": 5.0}))

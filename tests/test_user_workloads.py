@@ -15,7 +15,7 @@ from orchestrator.images.stack_image import render
 from orchestrator.plan.cells import expand
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
-from tests.conftest import cell_records, journal, run_cli, write
+from tests.conftest import assert_refused_in_one_line, cell_records, journal, run_cli, write
 
 DEFAULTS = """
 version: "1"
@@ -156,14 +156,4 @@ def test_a_folder_that_is_no_workload_is_one_line_and_nothing_runs(tmp_path, ent
     (tmp_path / "broken").mkdir()
     write(tmp_path / "broken" / "defaults.yaml", 'version: "1"\nitem_unit: sample\n')
     write(tmp_path / "broken" / "workload.py", "def run(ctx):\n    pass\n")
-    path = write(tmp_path / "bad.yaml", f"""
-        name: bad
-        hardware: [{{name: box, kind: local}}]
-        stacks: [{{name: here, executor: process}}]
-        workloads: [{entry}]
-        """)
-    done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
-    assert done.returncode == 2
-    (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"error: {path}:4: {where}: ") and problem in line, line
-    assert not (tmp_path / "reports").exists()
+    assert_refused_in_one_line(tmp_path, entry, where, problem)

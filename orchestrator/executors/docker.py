@@ -52,9 +52,10 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
              node_id: str | None = None,
              on_start: Callable[[], None] | None = None) -> list[Record]:
     """Run `cell` in a container of `image` and return its journal records."""
-    # A user's workload folder is in the image, not at its path on this machine.
-    in_image = cell if cell.workload_dir is None else cell.model_copy(
-        update={"workload_dir": image_workload_dir(cell.workload)})
+    # A user's workload folder, or a command's, is in the image, not at its path here.
+    in_image = cell.model_copy(update={
+        key: image_workload_dir(cell.workload) for key in ("workload_dir", "command_cwd")
+        if getattr(cell, key) is not None})
     files = CellFiles.prepare(in_image, run_root)
 
     def refused(status: Status, why: str) -> list[Record]:

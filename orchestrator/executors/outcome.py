@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from orchestrator.plan.cells import Cell
+from orchestrator.plan.cells import Cell, declared
 from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.results.records import (
     CellRecord,
@@ -27,7 +27,6 @@ from orchestrator.results.records import (
     Status,
 )
 from orchestrator.worker.cell_file import CELL_FILE_VERSION, FailureKind
-from orchestrator.workload_registry import load_workload
 
 LOG_TAIL_LINES = 40
 FAILURE_STATUS: dict[str, Status] = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
@@ -145,10 +144,10 @@ def not_run_records(cell: Cell, status: Status, error: str, attempts: int = 1,
 def cell_file_content(cell: Cell) -> dict[str, Any]:
     """The content of `cell`'s file (worker/cell_file.py reads it): the cell with the file's
     version and its parameters' declared types."""
-    declared = load_workload(cell.workload).params
-    return {"version": CELL_FILE_VERSION, **cell.model_dump(mode="json"),
-            "param_types": {name: declared[name].type for name in cell.params
-                            if name in declared}}
+    types = {name: decl.type for name, decl in declared(cell).params.items()}
+    return {"version": CELL_FILE_VERSION, **cell.model_dump(mode="json",
+                                                            exclude={"workload_info"}),
+            "param_types": {name: types[name] for name in cell.params if name in types}}
 
 
 def _identity(cell: Cell) -> dict[str, Any]:
@@ -194,12 +193,13 @@ def _provenance(identity: dict[str, Any], raw: list[dict[str, Any]], tool: ToolI
 
 def _measurements(cell: Cell, identity: dict[str, Any], raw: list[dict[str, Any]],
                   provenance: ProvenanceRecord) -> tuple[list[MeasurementRecord], str | None]:
-    declared = set(load_workload(cell.workload).metrics)
+    metrics = set(declared(cell).metrics)
     records: list[MeasurementRecord] = []
     for entry in (r for r in raw if r.get("record") == "measurement"):
-        unknown = set(entry) - set(MeasurementRecord.model_fields) - declared
+        unknown = set(entry) - set(MeasurementRecord.model_fields) - metrics
         if unknown:
-            return [], f"undeclared metrics {sorted(unknown)} (declare them in defaults.yaml)"
+            where = "metrics: in the matrix" if cell.command else "defaults.yaml"
+            return [], f"undeclared metrics {sorted(unknown)} (declare them in {where})"
         try:
             record = MeasurementRecord(**{**entry, **identity})
         except ValidationError as exc:
@@ -210,7 +210,7 @@ def _measurements(cell: Cell, identity: dict[str, Any], raw: list[dict[str, Any]
 
 def _with_peak(record: MeasurementRecord, cell: Cell,
                provenance: ProvenanceRecord) -> MeasurementRecord:
-    if record.flops_per_item is None:
+    if record.flops_per_item is None or record.items_per_s is None:
         return record
     achieved = record.flops_per_item * record.items_per_s
     update: dict[str, Any] = {"achieved_flops": achieved}
@@ -262,8 +262,8 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
         reasons.append(f"implausible: epoch {worst.epoch} achieves "
                        f"{worst.peak_fraction:.0%} of the device's {worst.peak_source} peak")
     # Every epoch, not any: a first epoch that compiles or autotunes is warm-up doing its job.
-    if measurements and all(m.warmup_s is not None and m.warmup_s > m.train_s
-                            for m in measurements):
+    if measurements and all(m.warmup_s is not None and m.train_s is not None
+                            and m.warmup_s > m.train_s for m in measurements):
         flags.append(Flag.WARMUP_DOMINATED)
     throttled = sorted({reason for m in measurements if m.throttle_reasons
                         for reason in m.throttle_reasons.split(",")})
@@ -277,7 +277,7 @@ def _oversubscribed(cell: Cell, provenance: ProvenanceRecord) -> str | None:
     """Why the cell's CPU workers outnumber the cores it had, or None: such workers share
     cores, so neither their time nor a speedup measured from it is what the workload
     would show on a machine that gave each its own."""
-    name = load_workload(cell.workload).device_param
+    name = declared(cell).device_param
     value = cell.params.get(name) if name else None
     workers = value if isinstance(value, int) and not isinstance(value, bool) else 0
     cores = provenance.cpu_count

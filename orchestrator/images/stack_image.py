@@ -29,7 +29,7 @@ from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageErr
 from orchestrator.images.wheels import served
 from orchestrator.providers import registry_auth
 from orchestrator.spec.model import Images, MatrixSpec, Stack
-from orchestrator.workload_registry import folder_code
+from orchestrator.workload_registry import command_code, folder_code, is_command
 
 __all__ = ["BuildFailure", "BuildStepStopped", "ImageError", "ImageRef", "Rendered",
            "build_image", "find_image", "image_problems", "lock_from_wheelhouse", "lock_pins",
@@ -44,6 +44,7 @@ DEFAULT_PYTHON = "3.11"
 # orchestrator it imports (the package's face and its error types).
 WORKER_FILES = ("orchestrator/__init__.py", "orchestrator/errors.py")
 WORKER_PACKAGE = "orchestrator/worker"
+CLIENT_PACKAGE = "matrix_bench"  # what a command workload's script imports
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
@@ -135,17 +136,20 @@ def index_args(stack: Stack) -> list[str]:
 def worker_code() -> tuple[tuple[str, bytes], ...]:
     """The files the image carries, with their bytes: the worker's modules and workloads/."""
     files = [PROJECT_ROOT / name for name in WORKER_FILES]
-    for folder in (PROJECT_ROOT / WORKER_PACKAGE, PROJECT_ROOT / "workloads"):
+    for folder in (PROJECT_ROOT / WORKER_PACKAGE, PROJECT_ROOT / "workloads",
+                   PROJECT_ROOT / CLIENT_PACKAGE):
         files += sorted(p for p in folder.rglob("*") if p.suffix in (".py", ".yaml")
                         and "__pycache__" not in p.parts)
     return tuple((str(p.relative_to(PROJECT_ROOT)), p.read_bytes()) for p in files)
 
 
 def user_workload_code(folders: Mapping[str, Path]) -> tuple[tuple[str, bytes], ...]:
-    """The user workload folders' code, as the image carries it (`image_workload_dir`)."""
+    """The code of the user's workload folders and command folders, as the image carries
+    it (`image_workload_dir`)."""
     return tuple((f"{IMAGE_USER_WORKLOADS}/{name}/{path.relative_to(folder).as_posix()}",
                   path.read_bytes())
-                 for name, folder in sorted(folders.items()) for path in folder_code(folder))
+                 for name, folder in sorted(folders.items())
+                 for path in (command_code(name) if is_command(name) else folder_code(folder)))
 
 
 STEP_CONTAINER = re.compile(r"\s*---> Running in ([0-9a-f]{12,64})")  # the classic builder's

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
+from orchestrator.command_workloads import substitute
 from orchestrator.errors import SpecWarning
 from orchestrator.plan.identity import cell_id_of, config_id_of
 from orchestrator.spec.located_yaml import LocatedYaml
@@ -25,7 +26,14 @@ from orchestrator.spec.model import (
     WorkloadEntry,
     entry_grid,
 )
-from orchestrator.workload_registry import ItemUnit, Scalar, load_workload, package_module
+from orchestrator.workload_registry import (
+    ItemUnit,
+    Scalar,
+    WorkloadInfo,
+    load_workload,
+    package_module,
+    workload_source,
+)
 
 
 class Cell(BaseModel):
@@ -52,6 +60,17 @@ class Cell(BaseModel):
     # an installed package's workload: the package the worker imports it from; its version
     # (hashed) names the distribution's release
     workload_module: str | None = None
+    # a command workload: the script's argument list, placeholders filled in, and its folder
+    command: tuple[str, ...] | None = None
+    command_cwd: str | None = None
+    # the declaration of a workload that is not built in, for the node that runs the cell,
+    # which may not know it (a folder it does not have, a command the matrix declared)
+    workload_info: WorkloadInfo | None = None
+
+
+def declared(cell: Cell) -> WorkloadInfo:
+    """The cell's workload declaration: the one it carries, else the built-in's."""
+    return cell.workload_info or load_workload(cell.workload)
 
 
 def as_repeat(cell: Cell, repeat: int) -> Cell:
@@ -174,6 +193,8 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
     params = info.resolve(given)
     epochs = entry.epochs or info.epochs
     config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs)
+    command = None if entry.command is None else substitute(entry.command, params, epochs)
+    own = None if workload_source(info.name) == "built-in" else info
     for repeat in range(1, spec.min_repeats + 1):
         yield Cell(
             run=spec.name, hardware=hardware, stack=stack, workload=info.name,
@@ -182,7 +203,8 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
             timeout_s=entry.timeout_s or info.timeout_s,
             memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
             cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
-            workload_module=package_module(info.name),
+            workload_module=package_module(info.name), command=command,
+            command_cwd=entry.cwd if command else None, workload_info=own,
         )
 
 

@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from orchestrator.plan.cells import Cell, as_repeat
+from orchestrator.results.records import MeasurementRecord
 from orchestrator.results.store import CellResult
 from orchestrator.spec.model import RepeatPolicy
 
@@ -35,11 +36,19 @@ def repeat_throughputs(history: Iterable[CellResult]) -> dict[str, dict[int, flo
     """config_id -> {repeat: median items/s of its timed epochs}, for repeats that ended ok."""
     found: dict[str, dict[int, float]] = {}
     for result in history:
-        rates = [m.items_per_s for m in result.measurements]
+        rates = [rate_of(m) for m in result.measurements]
         if result.cell.status.is_done() and rates:
             found.setdefault(result.cell.config_id, {})[result.cell.repeat] = \
                 statistics.median(rates)
     return found
+
+
+def rate_of(measurement: MeasurementRecord) -> float:
+    """Items per second; for a script timed as a whole (timing "whole"), runs per second,
+    whose spread over repeats is its wall time's."""
+    if measurement.items_per_s is not None:
+        return measurement.items_per_s
+    return 1 / (measurement.epoch_s or math.inf)
 
 
 def repeats_wanted(policy: RepeatPolicy, throughputs: dict[int, float]) -> int:

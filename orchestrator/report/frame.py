@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
+from orchestrator.results.declarations import load_declarations
 from orchestrator.results.store import ResultStore, write_parquet
 from orchestrator.workload_registry import (
     WorkloadFolderError,
+    is_command,
+    register_command_workload,
     register_workload_folder,
     workload_folder,
 )
@@ -24,7 +27,11 @@ if TYPE_CHECKING:
 def recorded(store: ResultStore) -> pd.DataFrame:
     """The run's rows with the columns computed from each row alone: the whole epoch of
     rows recorded before `epoch_s`, and the cost columns. The user workloads the rows came
-    from (`path:`) are registered from their folders first, for their declarations."""
+    from are registered first, for their declarations: folders (`path:`) from where they
+    are, commands from what the run directory keeps of them."""
+    for info in load_declarations(store.root):
+        if not is_command(info.name):
+            register_command_workload(info)
     joined = store.joined()
     if "workload_dir" in joined.columns:
         pairs = joined[["workload", "workload_dir"]].dropna().drop_duplicates()

@@ -160,8 +160,8 @@ def flops_per_item(row: Any) -> float | None:
     if present(row.get("flops_per_item")):
         return float(row["flops_per_item"])
     try:
-        return model_flops_per_item(importable(str(row.get("workload"))),
-                                    _workload_params(row))
+        package = importable(str(row.get("workload")))
+        return None if package is None else model_flops_per_item(package, _workload_params(row))
     except (KeyError, TypeError, ValueError):
         return None
 

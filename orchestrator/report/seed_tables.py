@@ -54,7 +54,10 @@ def seed_views(workload: str, summary: pd.DataFrame, unit: str) -> list[str]:
 
 
 def workload_views(workload: str) -> list[View]:
-    name = f"{importable(workload)}.views"
+    package = importable(workload)
+    if package is None:
+        return [scaling]
+    name = f"{package}.views"
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

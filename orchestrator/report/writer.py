@@ -33,6 +33,7 @@ from orchestrator.report.markdown import (
 )
 from orchestrator.report.plots import labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
+from orchestrator.report.whole_runs import whole_run_sections
 from orchestrator.results.store import atomic_write
 from orchestrator.workload_registry import load_workload
 
@@ -63,6 +64,8 @@ def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
     """(workload, its configuration summary with scaling, its item unit), per workload
     with cells that ended ok."""
     ok = df[(df["status"] == "ok") & df["epoch"].notna()] if "epoch" in df else df.iloc[0:0]
+    if "timing" in ok:  # a script timed as a whole has no throughput: whole_runs.py
+        ok = ok[ok["timing"] != "whole"]
     found: list[tuple[str, pd.DataFrame, str]] = []
     for workload in sorted(ok["workload"].unique()) if len(ok) else []:
         info = load_workload(workload)
@@ -85,6 +88,7 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
     lines += _choices_section(summaries)
     for workload, summary, unit in summaries:
         lines += _workload_section(summary, workload, unit, (figures or {}).get(workload, []))
+    lines += whole_run_sections(df)
     lines += _implausible_section(df)
     lines += _cost_section(df)
     lines += _problems_section(df)

@@ -66,4 +66,9 @@ def _json_kind(value: object) -> str:
 
 
 def _short(exc: Exception) -> str:
+    """One line: a validation error's first problem with its field, else the message."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return f"{where + ': ' if where else ''}{first['msg']}"[:200]
     return str(exc).splitlines()[0][:200]

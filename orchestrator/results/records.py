@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version history, and how a record of each older version is upgraded to the next one
 # (ResultStore.read applies them in turn, so any older journal stays readable):
 #   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
@@ -26,13 +26,25 @@ SCHEMA_VERSION = 2
 #   measurement records the optional epoch_s and timing_block_steps, and cell records the
 #   optional target_cv, so no version and no migration: an older version 2 record is
 #   still a valid one.
+#   2 -> 3: measurement records say how they were timed (`timing`): "steps", the timed
+#           steps of a workload or of a script that reports them, or "whole", a command
+#           workload's script that does not, timed as a whole (epoch_s, memory, NVML) with
+#           no train_s, items or throughput. Every version 2 measurement was "steps".
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 2}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2}
+def _v2_to_v3(raw: dict[str, Any]) -> dict[str, Any]:
+    if raw.get("record") == "measurement":
+        raw = {**raw, "timing": "steps"}
+    return {**raw, "schema_version": 3}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2,
+                                                                      2: _v2_to_v3}
+Timing = Literal["steps", "whole"]
 
 
 class Status(StrEnum):
@@ -83,10 +95,13 @@ class MeasurementRecord(_Identity):
 
     record: Literal["measurement"] = "measurement"
     epoch: int = Field(ge=1)
-    train_s: float = Field(gt=0)
-    items: float = Field(gt=0)
+    # "steps": timed step by step (the rest of the fields); "whole": a command's script
+    # without the client, timed as a whole: epoch_s and probes, no steps, items or rate
+    timing: Timing = "steps"
+    train_s: float | None = Field(default=None, gt=0)
+    items: float | None = Field(default=None, gt=0)
     item_unit: Literal["word", "token", "sample", "example", "second"]
-    items_per_s: float = Field(gt=0)
+    items_per_s: float | None = Field(default=None, gt=0)
     eval_s: float | None = None
     eval_items_per_s: float | None = None
     step_s_median: float | None = None
@@ -111,6 +126,17 @@ class MeasurementRecord(_Identity):
     peak_flops: float | None = None
     peak_source: Literal["datasheet", "measured", "estimate"] | None = None
     peak_fraction: float | None = None
+
+    @model_validator(mode="after")
+    def _timed_as_it_says(self) -> MeasurementRecord:
+        rates = (self.train_s, self.items, self.items_per_s)
+        if self.timing == "steps" and None in rates:
+            raise ValueError("a measurement timed by steps has train_s, items and items_per_s")
+        if self.timing == "whole" and (any(v is not None for v in rates)
+                                         or self.epoch_s is None):
+            raise ValueError("a measurement of a whole process has epoch_s and no train_s, "
+                             "items or items_per_s")
+        return self
 
     @model_validator(mode="after")
     def _extras_are_numbers(self) -> MeasurementRecord:

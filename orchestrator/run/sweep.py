@@ -30,6 +30,7 @@ from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.providers import Launch, Price, provider_named, providers, registered_for
 from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report
+from orchestrator.results.declarations import save_declarations
 from orchestrator.results.records import CellRecord, Record, with_attempts
 from orchestrator.results.store import FULL, CellResult, ResultStore, disk_full
 from orchestrator.run.budget import BudgetGuard
@@ -39,6 +40,7 @@ from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import MatrixSpec
+from orchestrator.workload_registry import load_workload
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,6 +112,7 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                 console: Console) -> SweepSummary:
     sweep = _Sweep(spec, store, options, console)
+    save_declarations(store.root, [load_workload(w.name) for w in spec.workloads if w.command])
     plan = sweep.plan()
     launched, prices = sweep.preflight(plan)
     statuses: Counter[str] = Counter()

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.command_workloads import CommandWorkloadError
+from orchestrator.command_workloads import declaration as command_declaration
 from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
 from orchestrator.images.locks import lock_pins, normalise
@@ -43,6 +45,7 @@ from orchestrator.workload_registry import (
     WorkloadInfo,
     load_workload,
     package_module,
+    register_command_workload,
     register_workload_folder,
 )
 
@@ -77,10 +80,18 @@ def load_spec(path: Path | str) -> MatrixSpec:
 
 
 def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
-    """Register each `path:` workload (its folder made absolute, against the matrix file's
-    folder), so that the checks below and everything after know it."""
+    """Register each `path:` and `command:` workload (its folder made absolute, against the
+    matrix file's folder), so that the checks below and everything after know it."""
     entries = []
     for index, entry in enumerate(spec.workloads):
+        if entry.command is not None:
+            entry = _with_command(entry, doc, ("workloads", index))
+        else:
+            for key in COMMAND_ONLY:
+                if getattr(entry, key):
+                    raise doc.error(("workloads", index, key), "only a command workload "
+                                    "(command:) takes this: a folder or package declares it "
+                                    "in its defaults.yaml")
         if entry.path is not None:
             folder = (doc.path.parent / Path(entry.path).expanduser()).resolve()
             try:
@@ -90,6 +101,26 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
             entry = entry.model_copy(update={"path": str(folder)})
         entries.append(entry)
     return spec.model_copy(update={"workloads": entries})
+
+
+COMMAND_ONLY = ("cwd", "item_unit", "param_types", "metrics")
+
+
+def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> WorkloadEntry:
+    """A command workload's entry with its folder made absolute, its declaration registered."""
+    if entry.path is not None:
+        raise doc.error((*loc, "command"), "a workload is a folder (path:) or a command "
+                                           "(command:), not both")
+    cwd = (doc.path.parent / Path(entry.cwd or ".").expanduser()).resolve()
+    if not cwd.is_dir():
+        raise doc.error((*loc, "cwd"), f"{cwd} is not a folder")
+    try:
+        register_command_workload(*command_declaration(entry, cwd, doc.path))
+    except CommandWorkloadError as exc:
+        raise doc.error((*loc, *exc.key), exc.problem) from None
+    except WorkloadFolderError as exc:
+        raise doc.error((*loc, "name"), str(exc)) from None
+    return entry.model_copy(update={"cwd": str(cwd)})
 
 
 def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:

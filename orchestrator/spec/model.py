@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.workload_registry import Scalar
+from orchestrator.workload_registry import ItemUnit, ParamType, Scalar
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
 ScalarOrList = Scalar | list[Scalar]
@@ -91,7 +91,10 @@ class Aws(_Strict):
 
 
 class WorkloadEntry(_Strict):
-    """A workload and its parameter grid: any value in `params` may be a list (an axis)."""
+    """A workload and its parameter grid: any value in `params` may be a list (an axis).
+
+    A workload is a built-in or an installed package's (by `name`), a folder (`path:`), or
+    a training script run as it is (`command:`, orchestrator/command_workloads.py)."""
 
     name: Name
     params: dict[str, ScalarOrList] = Field(default_factory=dict)
@@ -103,6 +106,16 @@ class WorkloadEntry(_Strict):
     # your own workload's folder (defaults.yaml, workload.py), relative to the matrix file;
     # absolute once loaded. Not part of any id: the folder's code hash is (its version).
     path: str | None = None
+    # your own training script, as an argument list with {param} placeholders; never a shell
+    # string. It runs in `cwd` (relative to the matrix file; default: the file's folder),
+    # whose code is hashed into the workload's version and carried into stack images.
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None, min_length=1)
+    cwd: str | None = None
+    item_unit: ItemUnit | None = None  # what the script's steps count; default: sample
+    # a parameter's type where its values do not say it (1 for a float): int, float, bool, str
+    param_types: dict[str, ParamType] = Field(default_factory=dict)
+    metrics: list[Name] = Field(default_factory=list)  # the script's own epoch metrics
 
 
 class Rule(_Strict):
@@ -160,8 +173,11 @@ class MatrixSpec(_Strict):
         return self.repeats.max if isinstance(self.repeats, RepeatPolicy) else self.repeats
 
     def workload_folders(self) -> dict[str, Path]:
-        """Workload name -> the user's folder, for the workloads named with `path:`."""
-        return {e.name: Path(e.path) for e in self.workloads if e.path is not None}
+        """Workload name -> the user's folder: a `path:` workload's, or the folder a
+        `command:` workload runs in (its `cwd`, the matrix file's folder by default): what
+        stack images carry of the user's code."""
+        return {e.name: Path(p) for e in self.workloads
+                if (p := e.path or (e.cwd if e.command else None)) is not None}
 
     @property
     def target_cv(self) -> float | None:

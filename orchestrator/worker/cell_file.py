@@ -82,6 +82,8 @@ class CellFile:
     stack: CellStack
     workload_dir: str | None = None  # a user's workload folder; None: workloads/<name>/
     workload_module: str | None = None  # an installed package's workload: its package
+    command: list[str] | None = None  # a command workload: the script's arguments, filled in
+    command_cwd: str | None = None  # ... and the folder it runs in
 
     @property
     def workload_package(self) -> str:
@@ -110,7 +112,8 @@ class CellFile:
             raise CellFileError(f"cell file without {exc.args[0]!r}") from None
 
 
-_OPTIONAL = ("workload_dir", "workload_module")  # absent from a built-in workload's file
+# absent from a built-in workload's file
+_OPTIONAL = ("workload_dir", "workload_module", "command", "command_cwd")
 
 
 def _typed(value: Scalar, declared: str | None) -> Scalar:

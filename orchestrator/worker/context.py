@@ -85,13 +85,14 @@ class Context:
     def out_path(self) -> str:
         return self.writer.path
 
-    def use_framework(self, name: str, version: str, sync: Sync = no_sync,
+    def use_framework(self, name: str | None, version: str | None, sync: Sync = no_sync,
                       probes: Sequence[MemoryProbe] = ()) -> None:
-        """Declare the framework, how to synchronise its device, and its memory probes."""
+        """Declare the framework, how to synchronise its device, and its memory probes
+        (a command's script may give only the last two)."""
         self.framework, self.framework_version, self._sync = name, version, sync
-        self._probes = [HostRssProbe(), *probes, *self._gpu_probes()]
+        self._probes = [HostRssProbe(), *probes, *self.gpu_probes()]
 
-    def _gpu_probes(self) -> list[MemoryProbe]:
+    def gpu_probes(self) -> list[MemoryProbe]:
         """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""
         if self.gpus == 0:
             return []
@@ -125,6 +126,7 @@ class Context:
         record: dict[str, Any] = {
             "record": "measurement",
             "epoch": epoch,
+            "timing": "steps",
             "item_unit": self.cell.item_unit,
             **meter.summary(),
             **metrics,
@@ -137,6 +139,8 @@ class Context:
 
     def flops_per_item(self) -> float | None:
         """From the workload's FLOP model (`workloads/<name>/flops.py`), where it has one."""
+        if self.cell.command:
+            return None  # a command's script has no FLOP model
         return model_flops_per_item(self.cell.workload_package, self.params)
 
 

@@ -16,6 +16,7 @@ import traceback
 from typing import Any
 
 from orchestrator.worker.cell_file import FailureKind, read_cell_file
+from orchestrator.worker.command import CommandFailed, run_command
 from orchestrator.worker.context import Context, RecordWriter, Unsupported
 from orchestrator.worker.host import cpu_model, hostname, python_version
 from orchestrator.worker.measure import FRAMEWORK_ENV
@@ -38,20 +39,27 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     code = 0
     ctx: Context | None = None
+    reported: dict[str, Any] = {}  # what a command's script told of its framework
     try:
         cell = read_cell_file(argv[0])
         ctx = Context(cell=cell, writer=writer)
         mismatch = stack_mismatch(cell.stack)
         if mismatch:
             raise StackMismatch(mismatch)
-        module = workload_module(cell.workload_package, "workload")
-        module.run(ctx)
+        if cell.command:
+            reported = run_command(ctx, argv[0])
+        else:
+            module = workload_module(cell.workload_package, "workload")
+            module.run(ctx)
+    except CommandFailed as exc:  # the script's own traceback is in the log already
+        writer.write(_error_record(exc))
+        code = EXIT_WORKLOAD_ERROR
     except BaseException as exc:  # every failure becomes a record
         traceback.print_exc()
         writer.write(_error_record(exc))
         code = EXIT_WORKLOAD_ERROR
     writer.write({"record": "timing", "workload_s": time.perf_counter() - start})
-    writer.write(_provenance(ctx))
+    writer.write(_provenance(ctx) | reported)
     return code
 
 

@@ -1,0 +1,143 @@
+"""Workloads that are a user's own training script, run as it is (`command:` in a matrix):
+
+    workloads:
+      - name: my_script
+        command: ["python", "train.py", "--batch-size", "{batch_size}"]
+        params: {batch_size: [16, 32]}
+        item_unit: sample
+
+The matrix declares what a folder's `defaults.yaml` would: each parameter's type (inferred
+from its values, or given in `param_types`) with its first value as the default, the item
+unit, the script's own metrics. Placeholders name parameters (or `epochs`) and are filled
+in as whole arguments, never through a shell. The command runs in `cwd` (default: the matrix
+file's folder); that folder's code (`CWD_CODE`, outside `SKIPPED_FOLDERS`) is hashed into the
+workload's version and carried into stack images, like a workload folder.
+
+The worker runs the command (worker/command.py); the script reports its steps through
+`matrix_bench` (worker/client.py), or, without it, gets one row timed as a whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator.errors import MatrixError
+from orchestrator.spec.model import WorkloadEntry, entry_grid
+from orchestrator.workload_registry import FOLDER_HASH_LENGTH, ParamDecl, Scalar, WorkloadInfo
+
+BUILT_IN_PLACEHOLDERS = ("epochs",)  # filled in besides the parameters
+CWD_CODE = (".py", ".sh", ".yaml", ".yml", ".toml", ".json", ".cfg", ".ini", ".txt")
+# folders that hold no code of the script's, or that change on every run (reports/)
+SKIPPED_FOLDERS = {"__pycache__", "reports", "node_modules", "venv", "build", "dist"}
+MAX_CODE_FILES = 2000
+MAX_CODE_BYTES = 50 * 2**20
+
+
+class CommandWorkloadError(MatrixError):
+    """A command workload the matrix declares wrongly; `key` locates it in the entry."""
+
+    def __init__(self, key: tuple[str | int, ...], problem: str) -> None:
+        super().__init__(problem)
+        self.key = key
+        self.problem = problem
+
+
+def declaration(entry: WorkloadEntry, cwd: Path,
+                matrix_file: Path | None = None) -> tuple[WorkloadInfo, list[Path]]:
+    """What the matrix declares of the command workload `entry`, run in `cwd`, and the code
+    there (`cwd_code`, the matrix file itself left out: editing it moves no id and rebuilds
+    no image); the version hashes the command, the declarations and that code."""
+    assert entry.command is not None
+    params = {name: _param(name, values, entry.param_types.get(name))
+              for name, values in entry_grid(entry).items()}
+    for name in entry.param_types:
+        if name not in params:
+            raise CommandWorkloadError(("param_types", name), f"{name!r} is not a parameter of "
+                                                              "this workload (params)")
+    for index, argument in enumerate(entry.command):
+        for name in placeholders(argument, ("command", index)):
+            if name not in params and name not in BUILT_IN_PLACEHOLDERS:
+                known = ", ".join([*params, *BUILT_IN_PLACEHOLDERS])
+                raise CommandWorkloadError(("command", index), (
+                    f"the placeholder {{{name}}} names no parameter (known: {known}); write "
+                    "{{ and }} for literal braces"))
+    declared = {"command": entry.command, "params": {k: d.type for k, d in params.items()},
+                "item_unit": entry.item_unit, "metrics": entry.metrics}
+    digest = hashlib.sha256(json.dumps(declared, sort_keys=True).encode())
+    code = [p for p in cwd_code(cwd) if matrix_file is None or p != matrix_file.resolve()]
+    for path in code:
+        digest.update(path.relative_to(cwd).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return WorkloadInfo(
+        name=entry.name, version=f"command+{digest.hexdigest()[:FOLDER_HASH_LENGTH]}",
+        description=f"command: {shlex.join(entry.command)}",
+        item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics)
+    ), code
+
+
+def placeholders(argument: str, key: tuple[str | int, ...] = ()) -> list[str]:
+    """The parameter names `argument` holds as {name}; CommandWorkloadError for a field that
+    is not a plain name ({}, {0}, {a.b}) or unbalanced braces."""
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(argument)
+                  if field is not None]
+    except ValueError as exc:
+        raise CommandWorkloadError(key, f"{argument!r}: {exc} (write {{{{ and }}}} for "
+                                        "literal braces)") from None
+    for field in fields:
+        if not field.isidentifier():
+            raise CommandWorkloadError(key, f"{argument!r}: a placeholder names a parameter, "
+                                            f"as {{batch_size}}; {{{field}}} does not")
+    return fields
+
+
+def substitute(command: Sequence[str], params: Mapping[str, Scalar],
+               epochs: int) -> tuple[str, ...]:
+    """The cell's argument list: each placeholder replaced by its value, each argument
+    still one argument whatever the value holds (spaces, quotes, semicolons)."""
+    values = {**params, "epochs": epochs}
+    return tuple(string.Formatter().vformat(argument, (), values) for argument in command)
+
+
+def cwd_code(cwd: Path) -> list[Path]:
+    """The code in the command's folder (CWD_CODE files, hidden and SKIPPED_FOLDERS left
+    out): what its version hashes and what a stack image carries. CommandWorkloadError when
+    the folder holds more than a script's worth (MAX_CODE_FILES, MAX_CODE_BYTES)."""
+    found: list[Path] = []
+    size = 0
+    for root, folders, files in os.walk(cwd):
+        folders[:] = sorted(f for f in folders if not f.startswith((".", "_"))
+                            and f not in SKIPPED_FOLDERS and not f.endswith(".egg-info"))
+        for name in sorted(files):
+            path = Path(root) / name
+            if path.suffix in CWD_CODE and not name.startswith(".") and path.is_file():
+                found.append(path)
+                size += path.stat().st_size
+        if len(found) > MAX_CODE_FILES or size > MAX_CODE_BYTES:
+            raise CommandWorkloadError(("cwd",), (
+                f"{cwd} holds more than {MAX_CODE_FILES} code files or "
+                f"{MAX_CODE_BYTES // 2**20} MB of them: give the command a folder of its own "
+                "(cwd:), which is hashed into its version and carried into images"))
+    return found
+
+
+def _param(name: str, values: list[Scalar], given: str | None) -> ParamDecl:
+    kinds = {bool if isinstance(v, bool) else type(v) for v in values}
+    inferred = ("bool" if kinds == {bool} else "int" if kinds == {int} else
+                "float" if kinds <= {int, float} else "str" if kinds == {str} else None)
+    if given is None and inferred is None:
+        raise CommandWorkloadError(("params", name), (
+            f"its values mix types ({', '.join(sorted(k.__name__ for k in kinds))}): give "
+            f"its type in param_types"))
+    kind = given or inferred
+    probe = ParamDecl.model_construct(type=kind, default=values[0])
+    for value in values:
+        if problem := probe.problem_with(value):
+            raise CommandWorkloadError(("params", name), f"param_types says {kind}: {problem}")
+    return ParamDecl(type=kind, default=values[0])  # type: ignore[arg-type]
