@@ -40,7 +40,7 @@ from orchestrator.images.build import build_images, image_stacks  # noqa: E402
 from orchestrator.plan.cells import expand  # noqa: E402
 from orchestrator.results.records import CellRecord, MeasurementRecord  # noqa: E402
 from orchestrator.run.sweep import tool_info  # noqa: E402
-from orchestrator.spec.model import load_spec  # noqa: E402
+from orchestrator.spec.load import load_spec  # noqa: E402
 
 MATRIX = """name: container-overhead
 hardware: [{{name: box, kind: local}}]

@@ -33,13 +33,12 @@ CPU cores (about 4.5 s a step), so runs are `--warmup 3 --steps 12` by default. 
 in rounds whose order flips (ours then Trainer, Trainer then ours, ...) so drift on a shared
 machine hits both; each run records the 1-minute load average before and after it.
 
-    .venv/bin/pip install --no-deps --target /tmp/bench-deps 'accelerate>=1.1.0'
-    PYTHONPATH=/tmp/bench-deps .venv/bin/python bench/transformer_ft_vs_trainer.py \\
-        [--rounds 2] [--warmup 3] [--steps 12]
+    .venv/bin/python bench/transformer_ft_vs_trainer.py [--rounds 2] [--warmup 3] [--steps 12]
 
-The Trainer needs `accelerate`, which the project's venv does not have (its `nlp` extra is
-`transformers` alone); the first line puts it beside the venv, on PYTHONPATH for the Trainer
-child only: `matrix run` (ours) runs with PYTHONPATH removed, as a user's venv is.
+The Trainer needs `accelerate`, which the `nlp` extra installs (since the Trainer callback
+of `matrix_bench.hf`); with an older venv, install it beside the venv and put it on
+PYTHONPATH: only the Trainer's child sees it, `matrix run` (ours) runs with PYTHONPATH
+removed, as a user's venv is.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.errors import MatrixError, UnknownWorkloadError
-from orchestrator.worker.workload_code import workload_package
+from orchestrator.worker.workload_code import optional_module, workload_package
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
@@ -245,6 +245,20 @@ def importable(name: str) -> str | None:
         return None
     folder = _FOLDERS.get(name)
     return workload_package(name, None if folder is None else str(folder), package_module(name))
+
+
+def configuration_problem(name: str, params: dict[str, Scalar],
+                          gpus: int) -> tuple[str, str] | None:
+    """(parameter, why) where workload `name`'s own `checks.py` refuses this configuration on
+    hardware of `gpus` GPUs, else None (and for a workload without one)."""
+    package = importable(name)
+    if package is None:
+        return None
+    module = optional_module(f"{package}.checks")
+    if module is None:
+        return None
+    found: tuple[str, str] | None = module.problem(params, gpus)
+    return found
 
 
 def workload_source(name: str) -> str:

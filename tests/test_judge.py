@@ -128,3 +128,21 @@ def test_an_unknown_gpu_shows_no_peak_and_is_not_flagged(tmp_path):
     assert rows["peak_fraction"].isna().all() and (rows["flags"] == "").all()
     assert rows["peak_note"].iloc[0] == "unknown GPU model 'NVIDIA RTX A1000'"
     assert "| no peak |" in report
+
+
+def test_a_cpu_rows_own_peak_estimate_is_what_it_is_judged_against(tmp_path):
+    """The node that ran a CPU cell estimated its own CPU's peak (its clock, its FMA width):
+    the report keeps that, not the generic per-core ceiling of any CPU."""
+    store = new_store(tmp_path)
+    node_peak = 3.3e11
+    journal_cell(store, "cpu", "lstm_lm", "laptop", SEED_000, 2_000, "word",
+                 extra={"peak_flops": node_peak, "peak_source": "estimate"})
+    journal_cell(store, "old", "lstm_lm", "laptop", {**SEED_000, "batch_size": 64}, 2_000,
+                 "word")  # recorded without a peak: the ceiling of any CPU of its cores
+    _, rows = report_of(store, tmp_path)
+    own = rows[rows["cell_id"] == "cpu"]
+    assert (own["peak_flops"] == node_peak).all() and (own["peak_note"] == "this CPU").all()
+    assert (own["peak_fraction"] == own["achieved_flops"] / node_peak).all()
+    old = rows[rows["cell_id"] == "old"]
+    assert (old["peak_note"] == "any CPU of 2 cores").all()
+    assert (old["peak_flops"] > node_peak).all()

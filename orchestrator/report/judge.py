@@ -93,9 +93,10 @@ def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
     keys = [c for c in ("workload", "flops_per_item", "gpu_model", "gpu_count", "cpu_count",
                         "peak_flops", "peak_source") if c in df]
     keys += [c for c in df.columns if str(c).startswith("param.")]
+    stored = df[ok].copy()  # as recorded: a node's own CPU estimate is kept (peak_of)
     for column in ("achieved_flops", "peak_flops", "peak_source", "peak_fraction", "peak_note"):
         df.loc[ok, column] = None
-    for _, group in df[ok].groupby(keys, dropna=False, sort=False):
+    for _, group in stored.groupby(keys, dropna=False, sort=False):
         first = group.iloc[0]
         per_item = flops_per_item(first)
         if per_item is None:

@@ -9,11 +9,11 @@ under it, in these tables too.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
+from orchestrator.worker.workload_code import optional_module
 from orchestrator.workload_registry import importable
 
 if TYPE_CHECKING:
@@ -55,14 +55,8 @@ def seed_views(workload: str, summary: pd.DataFrame, unit: str) -> list[str]:
 
 def workload_views(workload: str) -> list[View]:
     package = importable(workload)
-    if package is None:
-        return [scaling]
-    name = f"{package}.views"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise  # the views exist but need something missing: a real error
+    module = None if package is None else optional_module(f"{package}.views")
+    if module is None:
         return [scaling]
     views: list[View] = module.VIEWS
     return views

@@ -43,6 +43,7 @@ from orchestrator.workload_registry import (
     Scalar,
     WorkloadFolderError,
     WorkloadInfo,
+    configuration_problem,
     load_workload,
     package_module,
     register_command_workload,
@@ -149,7 +150,27 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
         for index, rule in enumerate(getattr(spec, section)):
             _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
     check_grid(spec, doc)
+    _check_configurations(spec, doc)
     _check_package_locks(spec, doc)
+
+
+def _check_configurations(spec: MatrixSpec, doc: LocatedYaml) -> None:
+    """Each configuration as its workload's own checks (checks.py) judge it: the first one
+    refused is one line, at the parameter the matrix sets (or the workload's entry)."""
+    seen: set[str] = set()
+    for cell in expand(spec):
+        if cell.config_id in seen:
+            continue
+        seen.add(cell.config_id)
+        found = configuration_problem(cell.workload, cell.params, cell.hardware.gpus)
+        if found is not None:
+            param, problem = found
+            index = next(i for i, w in enumerate(spec.workloads) if w.name == cell.workload)
+            entry = spec.workloads[index]
+            loc: PathKey = ("workloads", index, "params", param) if param in entry.params \
+                else ("workloads", index, param) if param in ("preset", "dataset") and \
+                getattr(entry, param) is not None else ("workloads", index)
+            raise doc.error(loc, f"{problem} (on {cell.hardware.name})")
 
 
 def _check_package_locks(spec: MatrixSpec, doc: LocatedYaml) -> None:

@@ -8,7 +8,6 @@ Stdlib only, so the worker costs nothing beyond the workload's own imports.
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+from orchestrator.worker.workload_code import optional_module
 
 
 class Unsupported(Exception):
@@ -148,11 +148,5 @@ def model_flops_per_item(package: str, params: dict[str, Any]) -> float | None:
     """Training FLOPs per item from the `flops.py` of a workload's `package` (pure Python),
     or None for a workload without a FLOP model. The worker records it; the report's judge
     (judge.py) derives it again for rows recorded without it."""
-    name = f"{package}.flops"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise  # the FLOP model exists but needs something missing: a real error
-        return None
-    return float(module.flops_per_item(params))
+    module = optional_module(f"{package}.flops")
+    return None if module is None else float(module.flops_per_item(params))

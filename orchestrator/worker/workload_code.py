@@ -37,6 +37,17 @@ def workload_module(package: str, part: str) -> ModuleType:
     return importlib.import_module(f"{package}.{part}")
 
 
+def optional_module(name: str) -> ModuleType | None:
+    """The module `name`, or None where there is none (a workload's optional flops.py,
+    checks.py, views.py); one that exists but needs something missing raises."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None
+
+
 def _namespace(name: str, path: list[str]) -> ModuleType:
     module = types.ModuleType(name)
     module.__path__ = path

@@ -14,11 +14,6 @@ under a bf16 label.
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import os
-import socket
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from orchestrator.worker.context import Context, Unsupported
-from orchestrator.worker.host import die_with_parent_setter
-from orchestrator.worker.measure import TorchCudaProbe, no_sync
+from orchestrator.worker.context import Context
 from workloads.torch_common import (
     AUTOCAST_DTYPES,
     autocast,
@@ -37,9 +30,17 @@ from workloads.torch_common import (
     require_autocast_dtype,
     set_precision,
 )
+from workloads.torch_ranks import (
+    barrier,
+    each_rank,
+    first_rank_device,
+    join_group,
+    other_rank_device,
+    rank_count,
+    rank_group,
+)
 
 PAD, BOS = 0, 1  # token ids; real words are 2..vocab-1
-JOIN_TIMEOUT_S = 30
 
 
 class CellLSTM(nn.Module):
@@ -183,42 +184,29 @@ class Worker:
         return float(sum(p.double().sum() for p in self.model.parameters()))
 
 
-def worker_count(ctx: Context) -> int:
-    return ctx.params["workers"] or max(ctx.gpus, 1)
-
-
 def run(ctx: Context) -> None:
     p = ctx.params
-    workers = worker_count(ctx)
+    workers = rank_count(ctx)
     on_gpu = ctx.gpus > 0
-    if on_gpu and torch.cuda.device_count() < workers:
-        raise Unsupported(f"{workers} workers need {workers} GPUs; {torch.cuda.device_count()} "
-                          "visible to the cell")
-    device = torch.device("cuda:0" if on_gpu else "cpu")
-    if on_gpu:
-        ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
-                          probes=[TorchCudaProbe(device)])
-    else:
-        ctx.use_framework("torch", torch.__version__, sync=no_sync)
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    device = first_rank_device(ctx, workers)
     precision = p["precision"]
     set_precision(precision, device)  # this rank's; every other rank sets its own (Worker)
     ctx.precision_switches.update(precision_switches(precision, device))
     require_precision(p, device)  # before any rank is spawned
     per_round = p["batches_per_round"]
-    with group(p, workers, on_gpu, ctx.epochs):
+    with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
         worker = Worker(p, 0, workers, device)
         for epoch in ctx.epoch_range():
             first = (epoch - 1) * per_round
             batches = worker.batches(first, per_round)
             words = [words_of(p, workers, step) for step in range(first, first + per_round)]
-            _barrier(workers)  # every worker starts the round together
+            barrier(workers)  # every worker starts the round together
             meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
             for index, batch in enumerate(batches):
                 with meter.step(items=words[index]):
                     worker.step(batch)
                     if index == per_round - 1:
-                        _barrier(workers)  # the round ends when the slowest worker's does
+                        barrier(workers)  # the round ends when the slowest worker's does
             summary = meter.summary()
             ctx.end_epoch(epoch, meter, ms_per_step=float(summary["train_s"]) * 1e3
                           / int(summary["steps"]))
@@ -229,52 +217,12 @@ def _barrier(workers: int) -> None:
         dist.barrier()
 
 
-@contextlib.contextmanager
-def group(p: dict[str, Any], workers: int, on_gpu: bool, rounds: int) -> Iterator[None]:
-    """The process group, with ranks 1..N-1 running `rounds` rounds in spawned processes;
-    they are joined (or, on an error here, terminated) before the block is left."""
-    if workers == 1:
-        yield
-        return
-    port = _free_port()
-    spawn = multiprocessing.get_context("spawn")
-    children = [spawn.Process(target=_other_rank, args=(p, rank, workers, port, on_gpu, rounds),
-                              daemon=True) for rank in range(1, workers)]
-    for child in children:
-        child.start()
-    try:
-        _join_group(0, workers, port, on_gpu)
-        yield
-        for child in children:
-            child.join(JOIN_TIMEOUT_S)
-        failed = [c.exitcode for c in children if c.exitcode != 0]
-        if failed:
-            raise RuntimeError(f"a worker process ended with exit code {failed[0]}")
-    finally:
-        for child in children:
-            if child.is_alive():
-                child.terminate()
-                child.join(5)
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-def _join_group(rank: int, workers: int, port: int, on_gpu: bool) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("nccl" if on_gpu else "gloo", rank=rank, world_size=workers)
-
-
-def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: bool,
+def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, Any],
                 rounds: int) -> None:
     """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed. Each dies
     with rank 0, so a killed cell leaves no rank waiting in a collective."""
-    die_with_parent_setter()()
-    device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
-    if on_gpu:
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-    _join_group(rank, workers, port, on_gpu)
+    device = other_rank_device(rank, workers, on_gpu)
+    join_group(rank, workers, port, on_gpu)
     try:
         worker = Worker(p, rank, workers, device)
         per_round = p["batches_per_round"]
@@ -288,35 +236,15 @@ def _other_rank(p: dict[str, Any], rank: int, workers: int, port: int, on_gpu: b
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def one_step_checksums(p: dict[str, Any], workers: int) -> list[float]:
     """Each worker's weight checksum after one step on its own data (for the tests: equal
     under allreduce, different when independent)."""
-    port = _free_port()
-    spawn = multiprocessing.get_context("spawn")
-    results = spawn.Queue()
-    children = [spawn.Process(target=_checksum_rank, args=(p, rank, workers, port, results))
-                for rank in range(workers)]
-    for child in children:
-        child.start()
-    try:
-        found = dict(results.get(timeout=120) for _ in children)
-    finally:
-        for child in children:
-            child.join(JOIN_TIMEOUT_S)
-            if child.is_alive():
-                child.terminate()
-    return [found[rank] for rank in range(workers)]
+    return each_rank(_checksum_rank, workers, p)
 
 
-def _checksum_rank(p: dict[str, Any], rank: int, workers: int, port: int, results: Any) -> None:
+def _checksum_rank(rank: int, workers: int, port: int, results: Any, p: dict[str, Any]) -> None:
     torch.set_num_threads(1)
-    _join_group(rank, workers, port, on_gpu=False)
+    join_group(rank, workers, port, on_gpu=False)
     try:
         worker = Worker(p, rank, workers, torch.device("cpu"))
         worker.step(synthetic_batch(p, rank, 0, torch.device("cpu")))
