@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
@@ -76,13 +77,26 @@ def run(
         raise typer.Exit(1)
 
 
+class PlanForm(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    CSV = "csv"
+
+
 @app.command()
 def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
-         rerun: Rerun = False) -> None:
-    """Show the cells that would run, those skipped and why, and an estimate of the time."""
+         rerun: Rerun = False,
+         verbose: Annotated[bool, typer.Option(
+             "--verbose", "-v", help="List every cell, to run and skipped.")] = False,
+         form: Annotated[PlanForm, typer.Option(
+             "--format", help="text (a summary), or json or csv: every cell, for scripts.")
+         ] = PlanForm.TEXT) -> None:
+    """Show what would run (per hardware, stack and workload), what is skipped and why, the
+    images, time and cost; every cell with --verbose, or as JSON or CSV."""
     from orchestrator.plan.view import show_plan
 
-    show_plan(matrix_file, output, _selectors(only), rerun, _console())
+    show_plan(matrix_file, output, _selectors(only), rerun, _console(), verbose,
+              form.value)
 
 
 @app.command()
@@ -205,15 +219,11 @@ def validate(matrix_file: MatrixFile) -> None:
     """Check a matrix file; errors name the file, line and field. Notes what its images
     still need before they can build (a lock file)."""
     from orchestrator.images.stack_image import image_problems
-    from orchestrator.plan.cells import expand
+    from orchestrator.plan.view import grid_counts
     from orchestrator.spec.load import load_spec
 
     spec = load_spec(matrix_file)
-    cells = expand(spec)
-    configs = len({c.config_id for c in cells})
-    most = "" if spec.max_repeats == spec.min_repeats else \
-        f" to {len(cells) // spec.min_repeats * spec.max_repeats}"
-    typer.echo(f"{matrix_file}: ok ({configs} configurations, {len(cells)}{most} cells)")
+    typer.echo(f"{matrix_file}: ok: {grid_counts(spec)}; `matrix plan` says which run here")
     for problem in image_problems(spec):
         typer.echo(f"note: {problem}")
 
@@ -231,13 +241,8 @@ def workloads(
     with NAME, its parameters (type, default, allowed values, meaning) and presets."""
     from orchestrator.workload_view import show_workload, show_workloads
 
-    own: list[str] = []
-    if matrix is not None:
-        from orchestrator.spec.load import load_spec
-
-        own = list(load_spec(matrix).workload_folders())
     if name is None:
-        show_workloads(_console(), own)
+        show_workloads(_console(), matrix)
     else:
         show_workload(name, _console())
 

@@ -4,7 +4,7 @@ declarations (defaults.yaml) without importing any framework."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -18,9 +18,14 @@ from orchestrator.workload_registry import (
 )
 
 
-def show_workloads(console: Console, own: Sequence[str] = ()) -> None:
-    """One row per workload: where it comes from, what it counts, what it needs. `own`: the
-    names of a matrix's own workloads (registered when it was loaded)."""
+def show_workloads(console: Console, matrix: Path | None = None) -> None:
+    """One row per workload: where it comes from, what it counts, what it needs; with
+    `matrix`, that matrix's own workloads too (registered as it is loaded)."""
+    own: list[str] = []
+    if matrix is not None:
+        from orchestrator.spec.load import load_spec
+
+        own = list(load_spec(matrix).workload_folders())
     table = Table(title="workloads (`matrix workloads NAME` lists one's parameters)")
     for column in ("name", "source", "item unit", "framework", "presets", "description"):
         table.add_column(column)

@@ -49,7 +49,8 @@ def test_validate_counts_cells(matrix_file, tmp_path):
     path = matrix_file(GOOD.replace("seconds: 0.1", "seconds: [0.1, 0.2]") + "repeats: 3\n")
     result = run_cli("validate", str(path), cwd=tmp_path)
     assert result.returncode == 0
-    assert "ok (2 configurations, 6 cells)" in result.stdout
+    assert ("ok: 6 grid cells (repeats included), 6 after the exclude and include rules "
+            "(2 configurations)") in result.stdout
 
 
 def test_bad_only_selector_is_a_clear_error(matrix_file, tmp_path):

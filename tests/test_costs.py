@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.providers.aws.pricing import SHIPPED_AS_OF, SHIPPED_PRICES
-from tests.conftest import cell_records, run_cli, write
+from tests.conftest import PROJECT, cell_records, run_cli, write
 
 MATRIX = """
 name: priced
@@ -57,3 +57,14 @@ def test_every_row_carries_its_price_and_its_cost(ray_cluster, tmp_path):
     total = rows.drop_duplicates("cell_id").cell_cost_usd.sum()
     assert "## Cost" in report and f"Total: ${total:.2f} for the cells' own time" in report
     assert f"| node-a | c5.xlarge | {price:g} | shipped-table {SHIPPED_AS_OF} | 2 |" in report
+
+
+def test_a_plan_says_when_a_price_buys_more_of_the_instance_than_the_cell_uses(tmp_path):
+    done = run_cli("plan", str(PROJECT / "matrix" / "aws_p3.yaml"), cwd=tmp_path,
+                   env=offline(tmp_path))
+    assert done.returncode == 0, done.stderr
+    prices = [line for line in done.stdout.splitlines() if line.startswith("price: ")]
+    one = next(line for line in prices if line.startswith("price: p3.8xlarge-1gpu "))
+    assert one.endswith("; whole instance, 1 of its 4 GPUs used)"), one
+    whole = next(line for line in prices if line.startswith("price: p3.8xlarge-4gpu "))
+    assert "whole instance" not in whole  # all four of its GPUs used: nothing to say

@@ -98,6 +98,14 @@ def test_tiny_runs_on_the_cpu_with_exact_tokens_and_mfu(tmp_path):
     assert (rows["flops_per_item"] == flops_per_item(params(preset="tiny"))).all()
     assert rows["peak_fraction"].between(0, 1).all()  # the MFU, against the CPU's peak
     assert (rows["rank_mem_peak_max_bytes"] > 50 * 2**20).all()
+    # a CPU cell used no CUDA, whatever build of torch ran it
+    assert "cuda" not in rows or rows["cuda"].isna().all()
+    # an ok cell's log says what ran, where, and each epoch's figures
+    (one,) = rows[rows["param.workers"] == 1]["cell_id"]
+    log = (run_dir / "logs" / f"{one}.log").read_text()
+    assert f"matrix-bench: cell {one} (repeat 1), gpt_lm 1: " in log
+    assert "matrix-bench: epoch 1/1: " in log and "over 3 timed steps (1,536 tokens" in log
+    assert "matrix-bench: ran with torch " in log
 
 
 @pytest.mark.parametrize(("hardware", "entry", "where", "problem"), [

@@ -34,7 +34,9 @@ def test_plan_shows_what_runs_and_why_the_rest_is_skipped(matrix_file, tmp_path)
     result = run_cli("plan", str(matrix_file(PLANNED)), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "1 cells to run" in out  # cpu, fp32, batch 8
+    # 8 grid cells, of which the rule removes 2: 1 runs (cpu, fp32, batch 8), 5 skipped
+    assert "8 grid cells (repeats included), 6 after the exclude and include rules:\n1 to " \
+           "run, 5 skipped" in out
     assert "excluded by exclude rule" in out
     assert "precision=fp16 needs a GPU and cpu has gpus: 0" in out
     assert "needs 8 GPU(s), this machine has 0" in out
@@ -50,7 +52,32 @@ def test_only_selects_a_subset_and_plan_knows_what_is_done(matrix_file, tmp_path
     (cell,) = cell_records(tmp_path / "reports" / "sleeps")
     assert cell["param.seconds"] == 0.2
     plan = run_cli("plan", path, cwd=tmp_path).stdout
-    assert "already done" in plan and "1 cells to run" in plan
+    assert "already done" in plan and "\n1 to run, 1 skipped" in plan
+
+
+def test_a_plan_fits_an_80_column_pipe_and_scripts_get_every_cell(tmp_path):
+    import csv
+    import io
+    import json
+
+    aws_p3 = str(PROJECT / "matrix" / "aws_p3.yaml")
+    text = run_cli("plan", aws_p3, cwd=tmp_path, env={"COLUMNS": "80"})
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert "…" not in text.stdout  # nothing cut: long values fold, long lines wrap
+    tables = [line for line in lines if line.startswith(("  ", "┃", "│", "┏", "┡", "└", " ─"))]
+    assert tables and max(len(line) for line in tables) <= 80
+    assert len(lines) < 100  # a summary, not a line per cell
+    header = " ".join(lines[:2])
+    rows = json.loads(run_cli("plan", aws_p3, "--format", "json", cwd=tmp_path).stdout)
+    to_run = [r for r in rows if r["action"] == "run"]
+    assert f"{len(rows)} grid cells" in header and f": {len(to_run)} to run," in header
+    assert all(r["reason"] for r in rows if r["action"] == "skip")
+    table = list(csv.DictReader(io.StringIO(
+        run_cli("plan", aws_p3, "--format", "csv", cwd=tmp_path).stdout)))
+    assert [r["cell_id"] for r in table] == [r["cell_id"] for r in rows]
+    verbose = run_cli("plan", aws_p3, "--verbose", cwd=tmp_path, env={"COLUMNS": "80"})
+    assert "…" not in verbose.stdout and len(verbose.stdout.splitlines()) > len(rows)
 
 
 def run_without_ray(args: list[str], cwd) -> subprocess.CompletedProcess[str]:

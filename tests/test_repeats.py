@@ -54,7 +54,7 @@ def test_validate_and_plan_show_the_range_of_cells(matrix_file, tmp_path):
     path = matrix_file(SWEEP.format(repeats=ADAPTIVE))
     validated = run_cli("validate", str(path), cwd=tmp_path)
     assert validated.returncode == 0, validated.stderr
-    assert "2 configurations, 6 to 12 cells" in validated.stdout
+    assert "6 to 12 after the exclude and include rules (2 configurations)" in validated.stdout
     plan = run_cli("plan", str(path), cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert "repeats: 3 to 6 per configuration" in plan.stdout

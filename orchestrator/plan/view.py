@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any, Literal
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -12,7 +17,7 @@ from orchestrator.hardware import detect_local
 from orchestrator.images.build import image_stacks
 from orchestrator.images.engine import EngineUnavailable, docker_client
 from orchestrator.images.stack_image import ImageError, find_image, render
-from orchestrator.plan.cells import Cell
+from orchestrator.plan.cells import Cell, excluded, expand
 from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.results.store import ResultStore
 from orchestrator.run.costs import over_budget, plan_cost_usd, plan_prices
@@ -21,45 +26,125 @@ from orchestrator.run.sweep import run_dir_for
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import MatrixSpec
 
-MAX_SKIPPED_ROWS = 50
+PlanFormat = Literal["text", "json", "csv"]
+EXCLUDED = "excluded by"  # how the planner words a cell an exclude rule removed
 
 
 def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], rerun: bool,
-              console: Console) -> None:
+              console: Console, verbose: bool = False, form: PlanFormat = "text") -> None:
+    """The plan: a summary that fits a terminal (what runs, grouped; what is skipped, by
+    reason; images, time and cost), every cell with `verbose`, or every cell as JSON or CSV
+    on stdout for scripts."""
     spec = load_spec(spec_path)
     store = ResultStore(run_dir_for(spec, output))
     plan = make_plan(spec, detect_local(), store.results(), only, None, rerun)
-    varying = sorted(varying_params([*plan.to_run, *(s.cell for s in plan.skipped)]))
-
-    table = Table(title=f"{len(plan.to_run)} cells to run ({store.root})")
-    for column in ["workload", "hardware", "stack", *varying, "epochs", "repeat", "estimate"]:
-        table.add_column(column)
-    for cell in plan.to_run:
-        estimate = plan.estimate_s.get(cell.cell_id)
-        table.add_row(cell.workload, cell.hardware.name, cell.stack.name,
-                      *(str(cell.params.get(k, "")) for k in varying), str(cell.epochs),
-                      str(cell.repeat), "?" if estimate is None else f"{estimate:.0f} s")
-    console.print(table)
-
-    if plan.skipped:
-        skipped = Table(title=f"{len(plan.skipped)} cells skipped")
-        for column in ["workload", "hardware", "stack", *varying, "repeat", "reason"]:
-            skipped.add_column(column)
-        for item in plan.skipped[:MAX_SKIPPED_ROWS]:
-            cell = item.cell
-            skipped.add_row(cell.workload, cell.hardware.name, cell.stack.name,
-                            *(str(cell.params.get(k, "")) for k in varying), str(cell.repeat),
-                            item.reason)
-        console.print(skipped)
-        if len(plan.skipped) > MAX_SKIPPED_ROWS:
-            reasons = Counter(s.reason for s in plan.skipped)
-            console.print("all skipped: " + "; ".join(f"{n} {r}" for r, n in reasons.items()))
+    if form != "text":
+        write_cells(plan, form)
+        return
+    grid = len(plan.to_run) + len(plan.skipped)
+    ruled_out = sum(s.reason.startswith(EXCLUDED) for s in plan.skipped)
+    console.print(f"{spec.name}: {grid} grid cells (repeats included), {grid - ruled_out} "
+                  f"after the exclude and include rules:\n{len(plan.to_run)} to run, "
+                  f"{len(plan.skipped) - ruled_out} skipped (reasons below)\n"
+                  f"run directory: {store.root}", highlight=False)
+    _show_groups(plan, console)
+    if verbose:
+        _show_cells(plan, console)
     _show_images(spec, plan.to_run, console)
     total = plan.total_estimate_s()
     console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
                                   if total is None else f"about {total / 60:.1f} min"))
     _show_repeat_range(spec, plan, console)
     _show_cost(spec, plan, console)
+    if not verbose:
+        console.print("every cell: matrix plan --verbose, or --format json|csv for scripts")
+
+
+def grid_counts(spec: MatrixSpec) -> str:
+    """The matrix's cells in the words `plan` uses too: the grid, and what the rules leave."""
+    cells = expand(spec)
+    configs = len({c.config_id for c in cells})
+    most = "" if spec.max_repeats == spec.min_repeats else \
+        f" to {len(cells) // spec.min_repeats * spec.max_repeats}"
+    return (f"{len(cells) + len(excluded(spec))} grid cells (repeats included), "
+            f"{len(cells)}{most} after the exclude and include rules ({configs} "
+            "configurations)")
+
+
+def _show_groups(plan: Plan, console: Console) -> None:
+    """The cells to run per hardware, stack and workload; the skipped ones per reason."""
+    if plan.to_run:
+        groups: dict[tuple[str, str, str], list[Cell]] = {}
+        for cell in plan.to_run:
+            groups.setdefault((cell.hardware.name, cell.stack.name, cell.workload), []).append(
+                cell)
+        table = Table(title="to run", title_justify="left", box=box.SIMPLE_HEAD)
+        for column in ("hardware", "stack", "workload"):
+            table.add_column(column, overflow="fold")
+        table.add_column("cells", justify="right")
+        table.add_column("estimate", justify="right")
+        for (hardware, stack, workload), cells in sorted(groups.items()):
+            seconds = plan.total_estimate_s(cells)
+            table.add_row(hardware, stack, workload, str(len(cells)),
+                          "?" if seconds is None else _duration(seconds))
+        console.print(table)
+    if plan.skipped:
+        reasons = Counter(s.reason for s in plan.skipped)
+        table = Table(title="skipped", title_justify="left", box=box.SIMPLE_HEAD)
+        table.add_column("cells", justify="right")
+        table.add_column("reason", overflow="fold")
+        for reason, count in reasons.most_common():
+            table.add_row(str(count), reason)
+        console.print(table)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _show_cells(plan: Plan, console: Console) -> None:
+    """Every cell, to run and skipped (--verbose); values folded, never cut."""
+    varying = sorted(varying_params([*plan.to_run, *(s.cell for s in plan.skipped)]))
+    table = Table(title=f"{len(plan.to_run)} cells to run", title_justify="left")
+    for column in ["workload", "hardware", "stack", *varying, "epochs", "repeat", "estimate"]:
+        table.add_column(column, overflow="fold")
+    for cell in plan.to_run:
+        estimate = plan.estimate_s.get(cell.cell_id)
+        table.add_row(cell.workload, cell.hardware.name, cell.stack.name,
+                      *(str(cell.params.get(k, "")) for k in varying), str(cell.epochs),
+                      str(cell.repeat), "?" if estimate is None else f"{estimate:.0f} s")
+    console.print(table)
+    if plan.skipped:
+        skipped = Table(title=f"{len(plan.skipped)} cells skipped", title_justify="left")
+        for column in ["workload", "hardware", "stack", *varying, "repeat", "reason"]:
+            skipped.add_column(column, overflow="fold")
+        for item in plan.skipped:
+            cell = item.cell
+            skipped.add_row(cell.workload, cell.hardware.name, cell.stack.name,
+                            *(str(cell.params.get(k, "")) for k in varying), str(cell.repeat),
+                            item.reason)
+        console.print(skipped)
+
+
+def write_cells(plan: Plan, form: PlanFormat) -> None:
+    """Every cell of the plan, one row each (to run, then skipped with its reason), as a
+    JSON array or CSV on stdout: ids, where, workload, repeat, epochs, estimate, params."""
+    rows: list[dict[str, Any]] = []
+    for cell, reason in [*((c, None) for c in plan.to_run),
+                         *((s.cell, s.reason) for s in plan.skipped)]:
+        rows.append({"cell_id": cell.cell_id, "config_id": cell.config_id,
+                     "action": "run" if reason is None else "skip", "reason": reason,
+                     "hardware": cell.hardware.name, "stack": cell.stack.name,
+                     "workload": cell.workload, "repeat": cell.repeat, "epochs": cell.epochs,
+                     "estimate_s": plan.estimate_s.get(cell.cell_id),
+                     **{f"param.{k}": v for k, v in cell.params.items()}})
+    if form == "json":
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
 
 
 def _show_repeat_range(spec: MatrixSpec, plan: Plan, console: Console) -> None:

@@ -48,6 +48,8 @@ class Price:
     usd_per_hour: float
     source: str  # e.g. "pricing-api", "spot-price-history" or "shipped-table"
     as_of: str  # ISO date (table) or timestamp (API) of the figure
+    # what the price buys where a cell uses part of it: "whole instance, 1 of 4 GPUs used"
+    share: str = ""
 
     def describe(self) -> str:
         """How rows and messages name it: the source with its date."""

@@ -51,6 +51,6 @@ fmt_mib = _number("{:,.0f}", 1 / MIB)  # bytes as MiB
 fmt_pct = _number("{:.1%}")  # a fraction as a percentage
 fmt_ms = _number("{:.1f}", 1000)  # seconds as milliseconds
 fmt_ratio = _number("{:.2f}x")  # a speedup
-fmt_tflops = _number("{:.2f}", 1e-12)  # FLOP/s as TFLOP/s
+fmt_tflops = _number("{:.3g}", 1e-12)  # FLOP/s as TFLOP/s, three significant digits
 fmt_usd = _number("{:.4g}")  # dollars
 fmt_seconds = _number("{:.3f}")  # seconds

@@ -34,7 +34,8 @@ def plan_prices(spec: MatrixSpec, plan: Plan, say: Callable[[str], None],
     for kind, entries in kinds.items():
         prices |= provider_for(kind).prices(spec, entries, warn)
     for name, price in prices.items():
-        say(f"price: {name} ${price.usd_per_hour:g}/h ({price.describe()})")
+        share = f"; {price.share}" if price.share else ""
+        say(f"price: {name} ${price.usd_per_hour:g}/h ({price.describe()}{share})")
     return prices
 
 

@@ -135,6 +135,7 @@ class Context:
         if flops is not None:
             record["flops_per_item"] = flops
         self.writer.write(record)
+        print(epoch_line(record, self.epochs), flush=True)  # the cell's log
         return record
 
     def flops_per_item(self) -> float | None:
@@ -142,6 +143,20 @@ class Context:
         if self.cell.command:
             return None  # a command's script has no FLOP model
         return model_flops_per_item(self.cell.workload_package, self.params)
+
+
+def epoch_line(record: dict[str, Any], epochs: int) -> str:
+    """One epoch's figures as the cell's log shows them."""
+    unit = record["item_unit"]
+    line = (f"matrix-bench: epoch {record['epoch']}/{epochs}: "
+            f"{record['items_per_s']:,.4g} {unit}s/s over {record['steps']} timed steps "
+            f"({record['items']:,.0f} {unit}s in {record['train_s']:.4g} s; "
+            f"{record['warmup_steps']} warm-up steps in {record.get('warmup_s') or 0:.3g} s; "
+            f"epoch {record['epoch_s']:.4g} s)")
+    peak = record.get("mem_alloc_peak_bytes")
+    if peak is not None:
+        line += f", device memory peak {peak / 2**20:,.0f} MiB"
+    return line
 
 
 def model_flops_per_item(package: str, params: dict[str, Any]) -> float | None:

@@ -20,7 +20,7 @@ from orchestrator.worker.command import CommandFailed, run_command
 from orchestrator.worker.context import Context, RecordWriter, Unsupported
 from orchestrator.worker.host import cpu_model, hostname, python_version
 from orchestrator.worker.measure import FRAMEWORK_ENV
-from orchestrator.worker.stack_check import stack_mismatch
+from orchestrator.worker.stack_check import cudnn_version_string, stack_mismatch
 from orchestrator.worker.workload_code import workload_module
 
 EXIT_WORKLOAD_ERROR = 1
@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
     try:
         cell = read_cell_file(argv[0])
         ctx = Context(cell=cell, writer=writer)
+        print(_start_line(ctx), flush=True)
         mismatch = stack_mismatch(cell.stack)
         if mismatch:
             raise StackMismatch(mismatch)
@@ -58,9 +59,32 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         writer.write(_error_record(exc))
         code = EXIT_WORKLOAD_ERROR
-    writer.write({"record": "timing", "workload_s": time.perf_counter() - start})
-    writer.write(_provenance(ctx) | reported)
+    workload_s = time.perf_counter() - start
+    writer.write({"record": "timing", "workload_s": workload_s})
+    provenance = _provenance(ctx) | reported
+    writer.write(provenance)
+    print(_end_line(provenance, workload_s, code), flush=True)
     return code
+
+
+def _start_line(ctx: Context) -> str:
+    cell = ctx.cell
+    params = " ".join(f"{k}={v}" for k, v in cell.params.items())
+    where = f"{cell.hardware.gpus} GPU(s)" if cell.hardware.gpus else "CPU"
+    return (f"matrix-bench: cell {cell.cell_id} (repeat {cell.repeat}), {cell.workload} "
+            f"{cell.workload_version}: {params or 'defaults'}; {cell.epochs} epoch(s) on "
+            f"{cell.hardware.name} ({where}), stack {cell.stack.name}")
+
+
+def _end_line(provenance: dict[str, Any], workload_s: float, code: int) -> str:
+    built = " ".join(str(provenance[k]) for k in ("framework", "framework_version")
+                     if provenance.get(k))
+    cuda = f", CUDA {provenance['cuda']}" if provenance.get("cuda") and \
+        provenance.get("gpu_model") else ""
+    device = provenance.get("gpu_model") or provenance.get("cpu_model") or "this machine"
+    ended = "ran" if code == 0 else "failed"
+    return (f"matrix-bench: {ended} with {built or 'no framework declared'}{cuda} on "
+            f"{device}, Python {provenance.get('python')}; {workload_s:.3g} s in the worker")
 
 
 def _error_record(exc: BaseException) -> dict[str, Any]:
@@ -91,14 +115,15 @@ def _provenance(ctx: Context | None) -> dict[str, Any]:
             "precision_switches": {str(k): str(v) for k, v in ctx.precision_switches.items()},
         }
     torch = sys.modules.get("torch")  # only if the workload imported it
-    if torch is not None:
+    # CUDA and cuDNN only where the cell ran on a GPU: a CUDA build of torch on a CPU-only
+    # cell used neither (its framework_version, e.g. 2.13.0+cu130, still names the build)
+    if torch is not None and ctx is not None and ctx.gpus > 0 and torch.cuda.is_available():
         record["cuda"] = torch.version.cuda
         if torch.backends.cudnn.is_available():
-            record["cudnn"] = str(torch.backends.cudnn.version())
-        if torch.cuda.is_available():
-            record["gpu_model"] = torch.cuda.get_device_name(0)
-            record["gpu_count"] = torch.cuda.device_count()
-            record["driver"] = _nvidia_driver()
+            record["cudnn"] = cudnn_version_string(torch.backends.cudnn.version())
+        record["gpu_model"] = torch.cuda.get_device_name(0)
+        record["gpu_count"] = torch.cuda.device_count()
+        record["driver"] = _nvidia_driver()
     return {k: v for k, v in record.items() if v is not None}
 
 

@@ -8,8 +8,10 @@ from the cache or the shipped table.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.hardware import EC2_INSTANCE_TYPES
 from orchestrator.providers import Price
 from orchestrator.providers.aws.pricing import PriceBook
 
@@ -29,10 +31,19 @@ def hardware_prices(spec: MatrixSpec, ec2: list[Hardware], book: PriceBook | Non
     for hardware in ec2:
         price = book.price(str(hardware.instance_type), spec.aws.region, hardware.spot, clients)
         if price is not None:
-            prices[hardware.name] = price
+            prices[hardware.name] = replace(price, share=_share(hardware))
     for failure in book.failures:
         warn(f"price lookup failed, using the cache or the shipped table: {failure}")
     return prices
+
+
+def _share(hardware: Hardware) -> str:
+    """What of the billed instance a cell uses, where that is part of it."""
+    instance = EC2_INSTANCE_TYPES.get(str(hardware.instance_type))
+    if instance is None or not instance.gpus or hardware.gpus >= instance.gpus:
+        return ""
+    return (f"whole instance, {hardware.gpus} of its {instance.gpus} GPUs used" if hardware.gpus
+            else f"whole instance, none of its {instance.gpus} GPUs used")
 
 
 def head_price(spec: MatrixSpec, book: PriceBook | None = None) -> Price | None:
