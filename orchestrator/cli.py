@@ -63,13 +63,16 @@ def run(
     allow_over_budget: Annotated[bool, typer.Option(
         "--allow-over-budget", help="Run even when the estimated cost exceeds budget_usd.")
     ] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show Ray's own output (else kept in the run's ray.log).")
+    ] = False,
 ) -> None:
     """Run every cell of the matrix that has not finished ok yet, then write the report."""
     from orchestrator.run.sweep import SweepOptions, run_sweep
 
     options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
                            only=_selectors(only), rerun=rerun,
-                           allow_over_budget=allow_over_budget)
+                           allow_over_budget=allow_over_budget, verbose=verbose)
     summary = run_sweep(matrix_file, options, _console())
     if summary.interrupted:
         raise typer.Exit(130)

@@ -2,9 +2,13 @@
 # Install matrix-bench into ./.venv: Python 3.11 or 3.12, PyTorch, the tool itself.
 #   bash scripts/bootstrap.sh          # to run matrices
 #   bash scripts/bootstrap.sh --dev    # also the test tools and a Docker engine
-# Idempotent: a second run only checks. Set TORCH_SPEC to choose another torch build.
+# Idempotent: a second run only checks. The torch build follows the machine (the CUDA
+# build with an NVIDIA GPU, else the CPU-only one: scripts/torch_source.sh); set TORCH_SPEC
+# to choose another. Each step says what it installs; the last line, how long it all took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
+step() { echo "bootstrap [$((SECONDS - started)) s]: $*"; }
 
 extras="torch"
 [[ "${1:-}" == "--dev" ]] && extras="torch,nlp,tf,jax,cloud,dev"  # the tests run every workload and probe
@@ -22,12 +26,13 @@ find_python() {
 }
 
 if ! python=$(find_python); then
-    echo "bootstrap: installing Python 3.11 from the distribution" >&2
+    step "installing Python 3.11 from the distribution (apt)"
     as_root apt-get update -qq && as_root apt-get install -y -qq python3.11 python3.11-venv
     python=$(find_python) || { echo "bootstrap: need Python 3.11 or 3.12" >&2; exit 1; }
 fi
 
 if [[ ! -x .venv/bin/python ]]; then
+    step "making the virtual environment .venv with $("$python" --version)"
     if ! "$python" -m venv .venv 2>/dev/null; then  # Debian/Ubuntu ship venv separately
         rm -rf .venv
         version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
@@ -45,17 +50,36 @@ if [[ "${1:-}" == "--dev" ]]; then
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
         needed+=("python$(.venv/bin/python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-dev")
     if (( ${#needed[@]} )); then
-        echo "bootstrap: installing ${needed[*]} from the distribution (for torch.compile)" >&2
+        step "installing ${needed[*]} from the distribution (apt; for torch.compile)"
         as_root apt-get update -qq
         DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${needed[@]}" >/dev/null
     fi
 fi
 
 pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
+step "upgrading pip"
 "${pip[@]}" install --upgrade pip
 # torch first and pinned: the project's range then installs nothing more.
-"${pip[@]}" install "${TORCH_SPEC:-torch==2.13.0}"
+why=$(mktemp)
+mapfile -t torch_args < <(PYTHON=.venv/bin/python bash scripts/torch_source.sh 2>"$why")
+step "$(cat "$why")"
+rm -f "$why"
+(( ${#torch_args[@]} )) || { echo "bootstrap: scripts/torch_source.sh chose nothing" >&2; exit 1; }
+"${pip[@]}" install "${torch_args[@]}"
+step "installed $(.venv/bin/python -c 'import torch; print(f"torch {torch.__version__}" + (
+    f" (CUDA {torch.version.cuda})" if torch.version.cuda else " (CPU only)"))')"
+if [[ "${1:-}" == "--dev" ]]; then
+    step "installing matrix-bench with the extras ${extras}: the frameworks the tests run" \
+         "(TensorFlow, JAX, transformers), boto3, moto, pytest, ruff, mypy; about 2 GB"
+else
+    step "installing matrix-bench and its dependencies (Ray, pandas, pyarrow, Docker SDK," \
+         "matplotlib; about 0.8 GB)"
+fi
 "${pip[@]}" install -e ".[${extras}]"
 # The tests run stack images on a real engine: make sure one answers.
-[[ "${1:-}" == "--dev" ]] && bash scripts/docker_engine.sh
-echo "bootstrap: ready ($(.venv/bin/python --version), $(.venv/bin/matrix --help >/dev/null && echo matrix ok))"
+if [[ "${1:-}" == "--dev" ]]; then
+    step "checking for a Docker engine (the tests build and run stack images)"
+    bash scripts/docker_engine.sh
+fi
+step "ready: $(.venv/bin/python --version), $(.venv/bin/matrix --help >/dev/null && echo matrix ok)," \
+     ".venv $(du -sh .venv 2>/dev/null | cut -f1), $((SECONDS - started)) s in all"

@@ -26,6 +26,8 @@ def run_dir(tmp_path_factory) -> Path:
     result = run_cli("run", str(LOCAL), "-o", str(out), cwd=PROJECT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 cells to run" in result.stdout
+    # Ray's banners stay in the run's ray.log (--verbose shows them)
+    assert "Ray" not in result.stderr and (out / "ray.log").is_file()
     return out
 
 

@@ -9,10 +9,12 @@ same cells in this process's environment without Ray (`--no-ray`).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,7 +86,8 @@ class RayDispatcher:
     def __init__(self, run_root: Path, tool: ToolInfo, hardware: list[Hardware],
                  address: str | None = None,
                  node_wait_grace_s: float = NODE_WAIT_GRACE_S,
-                 say: Callable[[str], None] = lambda line: None) -> None:
+                 say: Callable[[str], None] = lambda line: None,
+                 ray_log: Path | None = None) -> None:
         try:
             import ray
         except ImportError:
@@ -95,7 +98,8 @@ class RayDispatcher:
         self.node_wait_grace_s = node_wait_grace_s
         self.address = address or os.environ.get("RAY_ADDRESS")
         self.embedded = not self.address
-        self._connect(hardware)
+        with stderr_into(ray_log):
+            self._connect(hardware)
         failpoints.reached("ray-start")  # the fault tests kill a sweep here, Ray just up
         self._task = ray.remote(_run_cell_on_node)
         self._starts: StartWatch | None = None  # made with the first cell
@@ -330,6 +334,25 @@ def budget_stopped_records(cell: Cell, reason: str) -> list[Record]:
 def _account(guard: BudgetGuard | None, cell: Cell, records: list[Record]) -> None:
     if guard is not None and isinstance(records[-1], CellRecord):
         guard.ended(cell, records[-1].wall_s)
+
+
+@contextlib.contextmanager
+def stderr_into(path: Path | None) -> Iterator[None]:
+    """This process's stderr into `path` (appended) while the block runs, where one is
+    given: Ray's banners, and what the processes it starts write there, which inherit it."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: ImageRef | None,

@@ -53,6 +53,7 @@ class SweepOptions:
     only: tuple[Selector, ...] = ()
     rerun: bool = False
     allow_over_budget: bool = False
+    verbose: bool = False  # Ray's own output on the terminal, not in the run's ray.log
     # Settings a launching provider reads (`Launch.options`): for aws, `launcher` (how its
     # cluster comes up; tests bring one up locally) and `follower_grace_s`.
     provider_options: dict[str, Any] = field(default_factory=dict)
@@ -142,8 +143,13 @@ class _Sweep:
         self.dispatcher: RayDispatcher | SerialDispatcher | None = None
         if options.ray_address and not options.no_ray:  # the cluster says which hardware exists
             self.dispatcher = RayDispatcher(store.root, self.tool, spec.hardware,
-                                            options.ray_address, say=self.say)
+                                            options.ray_address, say=self.say,
+                                            ray_log=self._ray_log())
         self.cluster_hardware = self.dispatcher.cluster_hardware() if self.dispatcher else None
+
+    def _ray_log(self) -> Path | None:
+        """Where Ray's banners go: the run's ray.log, or the terminal with --verbose."""
+        return None if self.options.verbose else self.store.root / "ray.log"
 
     def plan(self, history: list[CellResult] | None = None, rerun: bool | None = None,
              launch: bool | None = None) -> Plan:
@@ -179,7 +185,7 @@ class _Sweep:
         if here and self.dispatcher is None:
             self.dispatcher = (SerialDispatcher(self.store.root, self.tool) if self.options.no_ray
                                else RayDispatcher(self.store.root, self.tool, self.spec.hardware,
-                                                  say=self.say))
+                                                  say=self.say, ray_log=self._ray_log()))
         serial = self.dispatcher is None or self.dispatcher.cluster_hardware() is None
         in_flight = (1 if serial or self.options.no_ray else len(here)) + len(away)
         estimate_s = {k: v for k, v in plan.estimate_s.items() if v is not None}
