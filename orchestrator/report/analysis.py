@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.plan.repeats import settled
 from orchestrator.report.markdown import fmt, present
@@ -51,6 +51,9 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "target_cv": target,
             "train_s": float(group["train_s"].median()),
             "epoch_s": _median(group, "epoch_s"),
+            # the range of the samples' whole epochs, which the epoch-time figure draws
+            "epoch_s_min": _extreme(group, "epoch_s", min),
+            "epoch_s_max": _extreme(group, "epoch_s", max),
             "warmup_s": first_warmup.get(config_id),
             "step_s": _mean_step_s(group),
             "items_per_s": median,
@@ -84,6 +87,12 @@ def _median(group: pd.DataFrame, column: str) -> float | None:
     if column not in group or group[column].isna().all():
         return None
     return float(group[column].median())
+
+
+def _extreme(group: pd.DataFrame, column: str, pick: Any) -> float | None:
+    if column not in group or group[column].isna().all():
+        return None
+    return float(pick(group[column].dropna()))
 
 
 def repeat_medians(rows: pd.DataFrame) -> pd.Series:

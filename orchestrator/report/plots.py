@@ -1,9 +1,10 @@
-"""The report's figures (matplotlib, Agg, PNG at 800 x 450 px), one set per workload.
+"""The report's figures (matplotlib, Agg, PNG 800 px wide, 450 px high or taller where the
+configurations need the room), one set per workload.
 
 Each function returns a Figure or None when its data is absent, so a test can read the
 plotted values back from the figure's artists before it is saved.
-- time per epoch per hardware, one bar per batch size (seed 002's figures);
-- memory per configuration (GPU peak allocated where measured, else host RSS);
+- time per epoch, one bar per configuration: timed steps, the rest of the epoch, the range;
+- memory per configuration (the framework's peak where measured, else the process's RSS);
 - speedup against GPUs, with the ideal line;
 - throughput against cost per million items.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.analysis import config_labels, twin_keys
-from orchestrator.report.markdown import MIB, fmt
+from orchestrator.report.markdown import MIB
 from orchestrator.results.store import atomic_write
 from orchestrator.workload_registry import device_param_columns
 
@@ -25,12 +26,15 @@ if TYPE_CHECKING:
 
 SIZE_IN = (8.0, 4.5)
 DPI = 100  # 800 x 450 px
+ROW_IN = 0.3  # a configuration's row in the per-configuration figures, readable at 9 pt
 
 
-def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
+def _figure(title: str, xlabel: str, ylabel: str, rows: int = 0) -> tuple[Figure, Any]:
+    """An 800 px wide figure: 450 px high, or taller where `rows` labels need the room."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    height = max(SIZE_IN[1], 1.5 + ROW_IN * rows)
+    figure = Figure(figsize=(SIZE_IN[0], height), dpi=DPI, layout="constrained")
     axes = figure.subplots()
     axes.set_title(title)
     axes.set_xlabel(xlabel)
@@ -46,57 +50,55 @@ def labels(summary: pd.DataFrame) -> list[str]:
 
 
 def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
-    import numpy as np
-
+    """One bar per configuration: its median timed steps, the rest of its median epoch
+    stacked on them (warm-up, evaluation, whatever else the epoch does), and the range of
+    its samples' whole epochs as an error bar."""
     if summary.empty:
         return None
-    figure, axes = _figure(f"{workload}: time per epoch", "hardware", "seconds per epoch")
-    machines = sorted(summary["hardware"].unique())
-    x = np.arange(len(machines))
-    batches = sorted(summary["param.batch_size"].unique()) \
-        if "param.batch_size" in summary else [None]
-    width = 0.8 / len(batches)
-    labelled = False
-    for i, batch in enumerate(batches):
-        rows = summary if batch is None else summary[summary["param.batch_size"] == batch]
-        timed = _medians(rows, machines, "train_s")
-        whole = _medians(rows, machines, "epoch_s")
-        rest = [max(w - t, 0.0) if w == w else 0.0 for w, t in zip(whole, timed, strict=True)]
-        where = x + i * width - 0.4 + width / 2
-        name = "timed steps" if batch is None else f"batch {fmt(batch)}: timed steps"
-        bars = axes.bar(where, timed, width, label=name)
-        if any(rest):  # records without warm-up or evaluation: nothing to stack
-            stacked = axes.bar(where, rest, width, bottom=timed, alpha=0.35, hatch="//",
-                               color=bars.patches[0].get_facecolor(),
-                               label=None if labelled else "warm-up, evaluation, rest")
-            labelled = True
-            for patch in stacked.patches:  # a bar's baseline is sticky: it would pin the top
-                patch.sticky_edges.y.clear()
-    axes.set_xticks(x, machines, rotation=20, ha="right")
-    axes.legend(title="median over configurations" if batches != [None] else None,
-                fontsize=8)
+    ordered = summary.assign(_label=labels(summary)).sort_values("_label", kind="stable")
+    names = ordered["_label"].tolist()
+    figure, axes = _figure(f"{workload}: time per epoch",
+                           "seconds per epoch (median of each configuration's epochs)", "",
+                           rows=len(names))
+    y = list(range(len(names)))
+    timed = ordered["train_s"].astype(float)
+    whole = ordered["epoch_s"].astype(float).fillna(timed) if "epoch_s" in ordered else timed
+    rest = (whole - timed).clip(lower=0)
+    bars = axes.barh(y, timed.tolist(), label="timed steps")
+    if rest.any():  # records without warm-up or evaluation: nothing to stack
+        axes.barh(y, rest.tolist(), left=timed.tolist(), alpha=0.35, hatch="//",
+                  color=bars.patches[0].get_facecolor(),
+                  label="warm-up, evaluation, rest of the epoch")
+    if "epoch_s_min" in ordered and ordered["epoch_s_min"].notna().any():
+        low = (whole - ordered["epoch_s_min"].astype(float).fillna(whole)).clip(lower=0)
+        high = (ordered["epoch_s_max"].astype(float).fillna(whole) - whole).clip(lower=0)
+        axes.errorbar(whole.tolist(), y, xerr=[low.tolist(), high.tolist()], fmt="none",
+                      ecolor="black", capsize=3, label="fastest to slowest epoch")
+    axes.set_yticks(y, names)
+    axes.invert_yaxis()  # the first configuration on top, as the tables list them
+    axes.grid(axis="x", alpha=0.3)
+    axes.legend(fontsize=9, loc="lower right")
     return figure
 
 
-def _medians(rows: pd.DataFrame, machines: list[str], column: str) -> list[float]:
-    """Per machine, the median of `column` over its configurations (0 where it has none)."""
-    if column not in rows:
-        return [float("nan")] * len(machines)
-    return [float(rows[rows["hardware"] == m][column].median())
-            if (rows["hardware"] == m).any() else 0.0 for m in machines]
-
-
 def memory(summary: pd.DataFrame, workload: str) -> Figure | None:
+    """One bar per configuration: the framework's own peak (what the model used) where it
+    was measured, else the process's peak resident memory, which says so: it holds the
+    interpreter and the framework's runtime as much as the model."""
     gpu = summary["mem_bytes"].notna().any()
     column = "mem_bytes" if gpu else "rss_bytes"
     if summary.empty or summary[column].isna().all():
         return None
-    what = "GPU memory allocated, peak" if gpu else "host RSS, peak"
-    figure, axes = _figure(f"{workload}: memory per configuration", "configuration",
-                           f"{what} (MiB)")
-    names = labels(summary)
-    axes.bar(range(len(names)), (summary[column] / MIB).fillna(0).to_list())
-    axes.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=7)
+    ordered = summary.assign(_label=labels(summary)).sort_values("_label", kind="stable")
+    what = ("framework's allocated memory, peak (MiB)" if gpu else
+            "process resident memory, peak (MiB): runtime included")
+    figure, axes = _figure(f"{workload}: memory per configuration", what, "",
+                           rows=len(ordered))
+    y = list(range(len(ordered)))
+    axes.barh(y, (ordered[column] / MIB).fillna(0).to_list())
+    axes.set_yticks(y, ordered["_label"].tolist())
+    axes.invert_yaxis()
+    axes.grid(axis="x", alpha=0.3)
     return figure
 
 
