@@ -116,5 +116,10 @@ def test_the_exit_code_says_whether_a_regression_was_marked(runs, tmp_path):
     same = run_cli("compare", str(base.root), str(base.root), cwd=tmp_path)
     assert same.returncode == 0 and "0 regression" in same.stdout
     assert "3 equivalent" in same.stdout
+    narrow = run_cli("compare", str(base.root), str(new.root), cwd=tmp_path,
+                     env={"COLUMNS": "80"})
+    rows = [line for line in narrow.stdout.splitlines() if "/" in line and "." in line]
+    assert "…" not in narrow.stdout and rows and max(map(len, rows)) <= 80
+    assert any("regression" in row and "3/3" in row for row in rows)
     missing = run_cli("compare", str(tmp_path / "nowhere"), str(base.root), cwd=tmp_path)
     assert missing.returncode == 2 and "not a run directory" in missing.stderr

@@ -19,18 +19,20 @@ STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.EQUIVA
 
 def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFrame,
                     threshold: float, console: Console) -> int:
-    """Print the comparison; returns the number of regressions marked."""
-    table = Table(title=f"NEW / BASE median throughput of the repeats (threshold "
-                        f"{threshold:.0%})")
-    for column in ("configuration", "repeats base", "repeats new", "base items/s",
-                   "new items/s",
-                   "ratio", "95% interval", "verdict"):
-        table.add_column(column, justify="left" if column == "configuration" else "right")
+    """Print the comparison; returns the number of regressions marked. Fits 80 columns: the
+    configuration folds, never cut; figures keep four significant digits."""
+    console.print("NEW / BASE: each configuration's median throughput (items/s) over its\n"
+                  f"repeats (n: base/new); a change beyond {threshold:.0%} whose 95% interval "
+                  "excludes 1\nis a regression or an improvement", highlight=False)
+    table = Table(box=None, padding=(0, 1), pad_edge=False)
+    table.add_column("configuration", overflow="fold", min_width=18)
+    for column in ("n", "base", "new", "ratio", "95% CI", "verdict"):
+        table.add_column(column, justify="right", no_wrap=True)
     for item in found:
         style = STYLE[item.verdict]
-        table.add_row(item.label, str(item.base_repeats), str(item.new_repeats),
-                      f"{item.base_median:,.1f}", f"{item.new_median:,.1f}", f"{item.ratio:.3f}",
-                      f"[{item.low:.3f}, {item.high:.3f}]",
+        table.add_row(item.label, f"{item.base_repeats}/{item.new_repeats}",
+                      f"{item.base_median:,.4g}", f"{item.new_median:,.4g}", f"{item.ratio:.3f}",
+                      f"{item.low:.3f}-{item.high:.3f}",
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
     counts = Counter(item.verdict for item in found)
