@@ -12,6 +12,7 @@ moves when the code changes, and only then.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable
@@ -153,7 +154,13 @@ _LOADED: dict[str, WorkloadInfo] = {}
 
 def available_workloads() -> list[str]:
     """Names of the folders under workloads/ that hold a defaults.yaml (the built-ins)."""
-    return sorted(p.parent.name for p in WORKLOADS_DIR.glob("*/defaults.yaml"))
+    return sorted(_built_ins())
+
+
+@functools.cache
+def _built_ins() -> frozenset[str]:
+    """The built-ins, looked up once per process: expansion asks for every cell."""
+    return frozenset(p.parent.name for p in WORKLOADS_DIR.glob("*/defaults.yaml"))
 
 
 def workload_folder(name: str) -> Path | None:
@@ -232,7 +239,7 @@ def folder_code_hash(folder: Path) -> str:
 def package_module(name: str) -> str | None:
     """The importable package of workload `name` where an installed distribution provides
     it (and no built-in or folder has the name), else None."""
-    if name in _FOLDERS or (WORKLOADS_DIR / name / "defaults.yaml").is_file():
+    if name in _FOLDERS or name in _built_ins():
         return None
     package = package_workloads().get(name)
     return package.module if package else None

@@ -106,7 +106,20 @@ def incompatibility(cell: Cell) -> str | None:
     return None
 
 
+# The last spec expanded and its cells: load, validate and plan each expand the same frozen
+# spec, and a 10,000-cell grid takes a good part of a second to build.
+_LAST: list[tuple[MatrixSpec, list[tuple[Cell, str | None]]]] = []
+
+
 def _all_cells(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
+    if _LAST and _LAST[0][0] is spec:
+        return _LAST[0][1]
+    found = _expanded(spec)
+    _LAST[:] = [(spec, found)]
+    return found
+
+
+def _expanded(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
     chosen: dict[str, tuple[Cell, str | None]] = {}
     for cell in _crossed(spec):
         rule = next((r for r in spec.exclude if _matches(r, cell)), None)

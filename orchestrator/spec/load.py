@@ -22,7 +22,7 @@ from orchestrator.command_workloads import declaration as command_declaration
 from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
 from orchestrator.images.locks import lock_pins, normalise
-from orchestrator.plan.cells import check_grid, expand
+from orchestrator.plan.cells import Cell, check_grid, expand
 from orchestrator.providers import hardware_kinds, provider_for, providers
 from orchestrator.spec.framework_builds import cuda_build_problem, release_problem
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
@@ -150,15 +150,16 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
         for index, rule in enumerate(getattr(spec, section)):
             _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
     check_grid(spec, doc)
-    _check_configurations(spec, doc)
-    _check_package_locks(spec, doc)
+    cells = expand(spec)
+    _check_configurations(spec, cells, doc)
+    _check_package_locks(spec, cells, doc)
 
 
-def _check_configurations(spec: MatrixSpec, doc: LocatedYaml) -> None:
+def _check_configurations(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml) -> None:
     """Each configuration as its workload's own checks (checks.py) judge it: the first one
     refused is one line, at the parameter the matrix sets (or the workload's entry)."""
     seen: set[str] = set()
-    for cell in expand(spec):
+    for cell in cells:
         if cell.config_id in seen:
             continue
         seen.add(cell.config_id)
@@ -173,7 +174,7 @@ def _check_configurations(spec: MatrixSpec, doc: LocatedYaml) -> None:
             raise doc.error(loc, f"{problem} (on {cell.hardware.name})")
 
 
-def _check_package_locks(spec: MatrixSpec, doc: LocatedYaml) -> None:
+def _check_package_locks(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml) -> None:
     """An installed package's workload runs in an image stack only if the stack's lock pins
     the very release whose version its results carry. A lock not written yet is left to the
     image's own check (validate notes it)."""
@@ -181,7 +182,7 @@ def _check_package_locks(spec: MatrixSpec, doc: LocatedYaml) -> None:
                 {w.name for w in spec.workloads} if package_module(name) is not None}
     if not packages:
         return
-    pairs = {(c.stack, c.workload) for c in expand(spec) if c.workload in packages}
+    pairs = {(c.stack, c.workload) for c in cells if c.workload in packages}
     for stack, workload in sorted(pairs, key=lambda p: (p[0].name, p[1])):
         lock_path = Path(str(spec.images.locks)) / f"{stack.name}.txt"
         if not needs_image(stack) or not lock_path.is_file():
