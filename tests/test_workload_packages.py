@@ -111,7 +111,9 @@ def test_a_package_workload_runs_like_a_built_in(installed, tmp_path):
     row = next(line for line in listed.stdout.splitlines() if line.startswith("│ tiny "))
     assert "package acme-bench==0.3.1" in row and "│ sample " in row
     broken = next(line for line in listed.stdout.splitlines() if line.startswith("│ broken "))
-    assert "is not a workload" in broken  # shown with its problem, hiding nothing else
+    # shown with its problem (the table wraps it), hiding nothing else
+    assert "the entry point broken = 'acme_bench.broken'" in broken
+    assert "has no defaults.yaml" in " ".join(listed.stdout.replace("│", " ").split())
     assert "built-in" in next(line for line in listed.stdout.splitlines()
                               if line.startswith("│ sleep "))
     one = cli(installed, "workloads", "tiny", cwd=tmp_path)

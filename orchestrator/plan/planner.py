@@ -21,7 +21,7 @@ from orchestrator.results.store import CellResult, done_cells
 from orchestrator.spec.model import MatrixSpec
 from orchestrator.workload_registry import load_workload
 
-CELL_STARTUP_S = 2.0  # worker start and framework import, for estimates without history
+CELL_STARTUP_S = 3.0  # worker start, framework import, model build: for estimates without history
 
 
 class OnlyFilterError(MatrixError):
