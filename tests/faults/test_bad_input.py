@@ -98,7 +98,7 @@ def test_a_matrix_read_from_a_pipe_is_validated(tmp_path):
     finally:
         writer.kill()
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().startswith(f"{fifo}: ok (")
+    assert result.stdout.strip().startswith(f"{fifo}: ok: ")
 
 
 @pytest.mark.parametrize(("make", "problem"), [
