@@ -17,9 +17,8 @@ makes the cell `unsupported` before any rank starts.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,6 +26,8 @@ import torch.distributed as dist
 from torch import nn
 
 from orchestrator.worker.context import Context
+from orchestrator.worker.datasets import sha256_of
+from orchestrator.worker.measure import HostRssProbe
 from workloads.gpt_lm.model import adamw, build
 from workloads.torch_common import (
     autocast,
@@ -136,7 +137,7 @@ def run(ctx: Context) -> None:
     require_autocast_dtype(nn.Linear(8, 8).to(device), "the model's Linear layers",
                            torch.zeros(1, 8, device=device), p["precision"], device)
     if p["data"] != "synthetic":
-        ctx.data_files[os.path.basename(p["data"])] = _sha256(p["data"])
+        ctx.data_files[os.path.basename(p["data"])] = sha256_of(Path(p["data"]))
     steps, tokens = p["steps_per_epoch"], p["batch_size"] * p["context"] * workers
     with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
         trainer = Trainer(p, 0, workers, device)
@@ -156,18 +157,12 @@ def run(ctx: Context) -> None:
                           rank_mem_peak_max_bytes=_largest_rank_peak(device, workers))
 
 
-def _barrier(workers: int) -> None:
-    if workers > 1:
-        dist.barrier()
-
-
 def _reset_peak(device: torch.device) -> None:
     """Start this rank's memory peak over (the allocator's on a GPU, resident on a CPU)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     else:
-        with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as handle:
-            handle.write("5")
+        HostRssProbe().reset()
 
 
 def _largest_rank_peak(device: torch.device, workers: int) -> float:
@@ -175,22 +170,12 @@ def _largest_rank_peak(device: torch.device, workers: int) -> float:
     if device.type == "cuda":
         peak = float(torch.cuda.max_memory_allocated(device))
     else:
-        with open("/proc/self/status", encoding="utf-8") as handle:
-            peak = next(float(line.split()[1]) * 1024 for line in handle
-                        if line.startswith("VmHWM:"))
+        peak = float(HostRssProbe().read()["host_rss_peak_bytes"])
     if workers > 1:
         value = torch.tensor([peak], dtype=torch.float64, device=device)
         dist.all_reduce(value, op=dist.ReduceOp.MAX)
         peak = float(value.item())
     return peak
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, Any],

@@ -212,11 +212,6 @@ def run(ctx: Context) -> None:
                           / int(summary["steps"]))
 
 
-def _barrier(workers: int) -> None:
-    if workers > 1:
-        dist.barrier()
-
-
 def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, Any],
                 rounds: int) -> None:
     """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed. Each dies
