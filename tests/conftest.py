@@ -99,6 +99,14 @@ def cell_records(run_dir: Path) -> list[dict]:
     return [r for r in journal(run_dir) if r["record"] == "cell"]
 
 
+def assert_statuses(run_dir: Path, expected: list[str]) -> None:
+    """The run's cells ended with `expected`; a mismatch shows each cell's error and log tail
+    (a status alone says nothing about why a CI run failed)."""
+    cells = cell_records(run_dir)
+    assert [c["status"] for c in cells] == expected, "\n".join(
+        f"{c['status']}: {c.get('error')}\n{c.get('log_tail') or ''}" for c in cells)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

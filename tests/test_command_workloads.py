@@ -18,6 +18,7 @@ from orchestrator.spec.load import load_spec
 from tests.conftest import (
     PROJECT,
     assert_refused_in_one_line,
+    assert_statuses,
     cell_records,
     journal,
     run_cli,
@@ -105,7 +106,7 @@ def test_a_script_with_the_client_and_one_without_run_and_report(tmp_path):
     done = run_cli("run", str(make_scripts(tmp_path)), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "cmd"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok"] * 3
+    assert_statuses(run_dir, ["ok"] * 3)
     rows = pd.read_parquet(run_dir / "results.parquet")
     client = rows[rows["workload"] == "with_client"].sort_values(["param.batch_size", "epoch"])
     assert list(client["timing"]) == ["steps"] * 4 and list(client["epoch"]) == [1, 2] * 2
@@ -188,7 +189,7 @@ def test_a_script_runs_in_a_stack_image_that_carries_its_folder(image_env, tmp_p
     done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "cmd"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok"] * 3
+    assert_statuses(run_dir, ["ok"] * 3)
     rows = pd.read_parquet(run_dir / "results.parquet")
     assert set(rows["timing"]) == {"steps", "whole"}
     assert set(rows["image_tag"].str.split(":").str[0]) == {"matrix-bench"}
@@ -233,7 +234,7 @@ def test_a_trainer_script_is_one_callback_away(tmp_path):
     done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "hf"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok"]
+    assert_statuses(run_dir, ["ok"])
     rows = pd.read_parquet(run_dir / "results.parquet").sort_values("epoch")
     assert list(rows["epoch"]) == [1, 2] and set(rows["timing"]) == {"steps"}
     # 5 steps an epoch, 2 of them warm-up: 8 + 8 + the last 4 samples

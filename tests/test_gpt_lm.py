@@ -11,7 +11,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from orchestrator.workload_registry import load_workload
-from tests.conftest import cell_records, run_cli, write
+from tests.conftest import assert_statuses, run_cli, write
 from workloads.gpt_lm.flops import flops_per_item
 from workloads.gpt_lm.model import build
 from workloads.gpt_lm.workload import one_step_checksums
@@ -88,7 +88,7 @@ def test_tiny_runs_on_the_cpu_with_exact_tokens_and_mfu(tmp_path):
     done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "gpt"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    assert_statuses(run_dir, ["ok", "ok"])
     rows = pd.read_parquet(run_dir / "results.parquet").sort_values("param.workers")
     # 3 timed steps of 4 sequences of 128 tokens on each rank
     assert list(rows["items"]) == [3 * 4 * 128 * 1, 3 * 4 * 128 * 2]

@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from tests.conftest import cell_records, run_cli
+from tests.conftest import assert_statuses, run_cli
 
 pytestmark = pytest.mark.slow  # real training and a second pytest
 
@@ -27,7 +27,7 @@ def test_the_scaffold_runs_as_made_and_its_own_test_passes(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert time.monotonic() - start < 60
     run_dir = tmp_path / "reports" / "my_bench-example"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    assert_statuses(run_dir, ["ok", "ok"])
     rows = pd.read_parquet(run_dir / "results.parquet")
     assert (rows["items_per_s"] > 0).all() and (rows["flops_per_item"] > 0).all()
     assert not rows["flags"].str.contains("implausible").any()

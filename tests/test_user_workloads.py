@@ -15,7 +15,13 @@ from orchestrator.images.stack_image import render
 from orchestrator.plan.cells import expand
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
-from tests.conftest import assert_refused_in_one_line, cell_records, journal, run_cli, write
+from tests.conftest import (
+    assert_refused_in_one_line,
+    assert_statuses,
+    journal,
+    run_cli,
+    write,
+)
 
 DEFAULTS = """
 version: "1"
@@ -69,7 +75,7 @@ def test_a_folder_outside_the_project_runs_and_reports_like_a_built_in(tmp_path)
     done = run_cli("run", str(matrix(tmp_path)), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "mine"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    assert_statuses(run_dir, ["ok", "ok"])
     rows = pd.read_parquet(run_dir / "results.parquet")
     assert len(rows) == 4 and (rows["items_per_s"] > 0).all()  # 2 cells x 2 epochs
     assert sorted(rows["flops_per_item"].unique()) == [1000.0, 20000.0]  # its flops.py
@@ -132,7 +138,7 @@ def test_a_folder_runs_in_a_stack_image(image_env, tmp_path):
     done = run_cli("run", str(path), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "mine"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    assert_statuses(run_dir, ["ok", "ok"])
     provenance = [r for r in journal(run_dir) if r["record"] == "provenance"]
     assert all(p["image_tag"].startswith("matrix-bench:") for p in provenance)
     # the driver records where the folder is here, not where the image carries it

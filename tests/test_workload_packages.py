@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import cell_records, run_cli, write
+from tests.conftest import assert_statuses, run_cli, write
 
 DEFAULTS = """\
 version: "2"
@@ -122,7 +122,7 @@ def test_a_package_workload_runs_like_a_built_in(installed, tmp_path):
     done = cli(installed, "run", str(matrix(tmp_path)), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "acme"
-    assert [c["status"] for c in cell_records(run_dir)] == ["ok", "ok"]
+    assert_statuses(run_dir, ["ok", "ok"])
     rows = pd.read_parquet(run_dir / "results.parquet")
     assert sorted(rows["flops_per_item"]) == [1500.0, 15000.0]  # the package's flops.py
     assert (rows["items"] == 6).all()  # 3 timed steps of 2 items
