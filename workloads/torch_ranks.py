@@ -6,6 +6,7 @@ workload (it has no defaults.yaml)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import socket
@@ -90,13 +91,22 @@ def rank_group(workers: int, on_gpu: bool, other_rank: Callable[..., None],
             if child.is_alive():
                 child.terminate()
                 child.join(5)
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        leave_group()
 
 
 def join_group(rank: int, workers: int, port: int, on_gpu: bool) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("nccl" if on_gpu else "gloo", rank=rank, world_size=workers)
+
+
+def leave_group() -> None:
+    """Destroy this rank's group once nothing holds it any more. A DDP or FSDP model keeps
+    its group alive, and a group that lives on until the interpreter exits can take the
+    process down with it (gloo's threads are still joinable then: SIGABRT after the work is
+    done), so ranks drop their models before they leave."""
+    gc.collect()  # the data-parallel wrappers hold cycles that reference counting leaves
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def free_port() -> int:

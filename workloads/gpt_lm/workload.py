@@ -41,6 +41,7 @@ from workloads.torch_ranks import (
     each_rank,
     first_rank_device,
     join_group,
+    leave_group,
     other_rank_device,
     rank_count,
     rank_group,
@@ -138,24 +139,28 @@ def run(ctx: Context) -> None:
                            torch.zeros(1, 8, device=device), p["precision"], device)
     if p["data"] != "synthetic":
         ctx.data_files[os.path.basename(p["data"])] = sha256_of(Path(p["data"]))
-    steps, tokens = p["steps_per_epoch"], p["batch_size"] * p["context"] * workers
     with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
-        trainer = Trainer(p, 0, workers, device)
-        for epoch in ctx.epoch_range():
-            batches = trainer.batches((epoch - 1) * steps, steps)
-            _reset_peak(device)
-            barrier(workers)  # every rank starts the round together
-            meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
-            for index, (inputs, targets) in enumerate(batches):
-                with meter.step(items=tokens):
-                    trainer.step(inputs, targets)
-                    if index == steps - 1:
-                        barrier(workers)  # the round ends with the slowest rank's step
-            summary = meter.summary()
-            ctx.end_epoch(epoch, meter,
-                          tokens_per_s_per_rank=float(summary["items_per_s"]) / workers,
-                          rank_mem_peak_max_bytes=_largest_rank_peak(device, workers))
+        _train(ctx, Trainer(p, 0, workers, device), workers, device)
 
+
+def _train(ctx: Context, trainer: Trainer, workers: int, device: torch.device) -> None:
+    """Rank 0's timed rounds (the model is dropped on return, before the group is left)."""
+    p = ctx.params
+    steps, tokens = p["steps_per_epoch"], p["batch_size"] * p["context"] * workers
+    for epoch in ctx.epoch_range():
+        batches = trainer.batches((epoch - 1) * steps, steps)
+        _reset_peak(device)
+        barrier(workers)  # every rank starts the round together
+        meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
+        for index, (inputs, targets) in enumerate(batches):
+            with meter.step(items=tokens):
+                trainer.step(inputs, targets)
+                if index == steps - 1:
+                    barrier(workers)  # the round ends with the slowest rank's step
+        summary = meter.summary()
+        ctx.end_epoch(epoch, meter,
+                      tokens_per_s_per_rank=float(summary["items_per_s"]) / workers,
+                      rank_mem_peak_max_bytes=_largest_rank_peak(device, workers))
 
 def _reset_peak(device: torch.device) -> None:
     """Start this rank's memory peak over (the allocator's on a GPU, resident on a CPU)."""
@@ -184,18 +189,22 @@ def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, A
     device = other_rank_device(rank, workers, on_gpu)
     join_group(rank, workers, port, on_gpu)
     try:
-        trainer = Trainer(p, rank, workers, device)
-        steps = p["steps_per_epoch"]
-        for round_index in range(rounds):
-            batches = trainer.batches(round_index * steps, steps)
-            _reset_peak(device)
-            dist.barrier()
-            for inputs, targets in batches:
-                trainer.step(inputs, targets)
-            dist.barrier()
-            _largest_rank_peak(device, workers)
+        _untimed_rounds(Trainer(p, rank, workers, device), p, rounds, workers, device)
     finally:
-        dist.destroy_process_group()
+        leave_group()
+
+
+def _untimed_rounds(trainer: Trainer, p: dict[str, Any], rounds: int, workers: int,
+                    device: torch.device) -> None:
+    steps = p["steps_per_epoch"]
+    for round_index in range(rounds):
+        batches = trainer.batches(round_index * steps, steps)
+        _reset_peak(device)
+        dist.barrier()
+        for inputs, targets in batches:
+            trainer.step(inputs, targets)
+        dist.barrier()
+        _largest_rank_peak(device, workers)
 
 
 def one_step_checksums(p: dict[str, Any], workers: int) -> list[float]:
@@ -212,5 +221,6 @@ def _checksum_rank(rank: int, workers: int, port: int, results: Any, p: dict[str
         (inputs, targets), = trainer.batches(0, 1)
         trainer.step(inputs, targets)
         results.put((rank, trainer.checksum()))
+        del trainer
     finally:
-        dist.destroy_process_group()
+        leave_group()

@@ -35,6 +35,7 @@ from workloads.torch_ranks import (
     each_rank,
     first_rank_device,
     join_group,
+    leave_group,
     other_rank_device,
     rank_count,
     rank_group,
@@ -193,24 +194,28 @@ def run(ctx: Context) -> None:
     set_precision(precision, device)  # this rank's; every other rank sets its own (Worker)
     ctx.precision_switches.update(precision_switches(precision, device))
     require_precision(p, device)  # before any rank is spawned
-    per_round = p["batches_per_round"]
     with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
-        worker = Worker(p, 0, workers, device)
-        for epoch in ctx.epoch_range():
-            first = (epoch - 1) * per_round
-            batches = worker.batches(first, per_round)
-            words = [words_of(p, workers, step) for step in range(first, first + per_round)]
-            barrier(workers)  # every worker starts the round together
-            meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
-            for index, batch in enumerate(batches):
-                with meter.step(items=words[index]):
-                    worker.step(batch)
-                    if index == per_round - 1:
-                        barrier(workers)  # the round ends when the slowest worker's does
-            summary = meter.summary()
-            ctx.end_epoch(epoch, meter, ms_per_step=float(summary["train_s"]) * 1e3
-                          / int(summary["steps"]))
+        _train(ctx, Worker(p, 0, workers, device), workers)
 
+
+def _train(ctx: Context, worker: Worker, workers: int) -> None:
+    """Rank 0's timed rounds (the model is dropped on return, before the group is left)."""
+    p = ctx.params
+    per_round = p["batches_per_round"]
+    for epoch in ctx.epoch_range():
+        first = (epoch - 1) * per_round
+        batches = worker.batches(first, per_round)
+        words = [words_of(p, workers, step) for step in range(first, first + per_round)]
+        barrier(workers)  # every worker starts the round together
+        meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
+        for index, batch in enumerate(batches):
+            with meter.step(items=words[index]):
+                worker.step(batch)
+                if index == per_round - 1:
+                    barrier(workers)  # the round ends when the slowest worker's does
+        summary = meter.summary()
+        ctx.end_epoch(epoch, meter, ms_per_step=float(summary["train_s"]) * 1e3
+                      / int(summary["steps"]))
 
 def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, Any],
                 rounds: int) -> None:
@@ -219,17 +224,19 @@ def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, A
     device = other_rank_device(rank, workers, on_gpu)
     join_group(rank, workers, port, on_gpu)
     try:
-        worker = Worker(p, rank, workers, device)
-        per_round = p["batches_per_round"]
-        for round_index in range(rounds):
-            batches = worker.batches(round_index * per_round, per_round)
-            dist.barrier()
-            for batch in batches:
-                worker.step(batch)
-            dist.barrier()
+        _untimed_rounds(Worker(p, rank, workers, device), p, rounds)
     finally:
-        dist.destroy_process_group()
+        leave_group()
 
+
+def _untimed_rounds(worker: Worker, p: dict[str, Any], rounds: int) -> None:
+    per_round = p["batches_per_round"]
+    for round_index in range(rounds):
+        batches = worker.batches(round_index * per_round, per_round)
+        dist.barrier()
+        for batch in batches:
+            worker.step(batch)
+        dist.barrier()
 
 def one_step_checksums(p: dict[str, Any], workers: int) -> list[float]:
     """Each worker's weight checksum after one step on its own data (for the tests: equal
@@ -244,5 +251,6 @@ def _checksum_rank(rank: int, workers: int, port: int, results: Any, p: dict[str
         worker = Worker(p, rank, workers, torch.device("cpu"))
         worker.step(synthetic_batch(p, rank, 0, torch.device("cpu")))
         results.put((rank, worker.checksum()))
+        del worker
     finally:
-        dist.destroy_process_group()
+        leave_group()
