@@ -200,21 +200,23 @@ def cleanup(
     reports: Annotated[Path, typer.Option(help="Where this machine's runs live.")] = Path(
         "reports"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List, change nothing.")] = False,
+    provider: Annotated[list[str] | None, typer.Option(help="Only this provider's (aws, "
+                                                       "slurm); may repeat.")] = None,
 ) -> None:
-    """Terminate the EC2 instances, key pairs and security groups that runs left behind
-    (tagged matrix-bench-run), sparing the runs a live sweep owns, and list what was done:
-    each provider removes its own leftovers."""
-    from orchestrator.providers import providers
+    """Remove what runs no live sweep owns left behind, each provider its own (EC2
+    instances, key pairs, security groups; Slurm jobs), and list it; a provider that cannot
+    be asked (no credentials, no Slurm) is named, with exit code 1."""
+    from orchestrator.providers import provider_names, remove_leftovers
     from orchestrator.results.store import owned_runs
 
-    owned = set(owned_runs(reports))
-    actions = [action for provider in providers()
-               for action in provider.remove_leftovers(owned, dry_run, region)]
-    prefix = "would " if dry_run else ""
-    for action in actions:
-        typer.echo(prefix + action)
-    if not actions:
-        typer.echo(f"nothing left behind in {region}")
+    names = provider or provider_names()
+    actions, failures = remove_leftovers(names, set(owned_runs(reports)), dry_run, region)
+    typer.echo("".join(line + "\n" for line in failures), err=True, nl=False)
+    typer.echo("".join(("would " if dry_run else "") + a + "\n" for a in actions), nl=False)
+    if not actions and not failures:
+        typer.echo(f"nothing left behind (checked: {', '.join(names)}; region {region})")
+    if failures:
+        raise typer.Exit(1)
 
 
 @app.command()

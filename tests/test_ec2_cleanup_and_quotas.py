@@ -43,11 +43,11 @@ def test_cleanup_removes_what_orphaned_runs_left_and_spares_the_rest(moto_server
     (tmp_path / "reports" / "running-sweep" / "run.lock").write_text(
         json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
 
-    dry = run_cli("cleanup", "--dry-run", cwd=tmp_path)
+    dry = run_cli("cleanup", "--dry-run", "--provider", "aws", cwd=tmp_path)
     assert f"would terminate {orphan} (run old-sweep)" in dry.stdout, dry.stderr
     assert states(ec2)[orphan] == "running"
 
-    done = run_cli("cleanup", cwd=tmp_path)
+    done = run_cli("cleanup", "--provider", "aws", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"terminate {orphan} (run old-sweep)" in done.stdout
     assert "delete key pair matrix-bench-old-sweep" in done.stdout
@@ -57,8 +57,8 @@ def test_cleanup_removes_what_orphaned_runs_left_and_spares_the_rest(moto_server
     assert after[live] == "running" and after[stranger] == "running"
     keys = {k["KeyName"] for k in ec2.describe_key_pairs()["KeyPairs"]}
     assert keys == {"matrix-bench-running-sweep", "someone-elses-key"}
-    again = run_cli("cleanup", cwd=tmp_path)
-    assert "nothing left behind in us-east-1" in again.stdout
+    again = run_cli("cleanup", "--provider", "aws", cwd=tmp_path)
+    assert "nothing left behind (checked: aws; region us-east-1)" in again.stdout
 
 
 def test_quotas_are_counted_in_vcpus_per_family_and_market():

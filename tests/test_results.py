@@ -179,7 +179,7 @@ def test_a_version_1_journal_is_migrated_on_read(tmp_path):
               "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (result,) = ResultStore(tmp_path).results()
-    assert result.cell.schema_version == SCHEMA_VERSION == 3
+    assert result.cell.schema_version == SCHEMA_VERSION == 4
     assert result.measurements[0].items_per_s == 5.0
     assert result.measurements[0].timing == "steps"
 
@@ -196,3 +196,12 @@ def test_a_version_2_measurement_is_timed_by_steps_and_a_process_row_has_no_rate
     with pytest.raises(JournalLineError, match="whole process has epoch_s and no train_s"):
         parse_line(json.dumps({**v2, "schema_version": 3, "timing": "whole",
                                "items": 5.0}))
+
+
+def test_a_version_3_cell_reads_as_version_4_and_version_4_may_end_queue_timeout():
+    v3 = {"schema_version": 3, "run": "r", "cell_id": "a", "config_id": "c", "repeat": 1,
+          "record": "cell", "status": "timeout", "started_at": "2026-01-01T00:00:00",
+          "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}
+    assert parse_line(json.dumps(v3)).schema_version == 4
+    queued = parse_line(json.dumps({**v3, "schema_version": 4, "status": "queue_timeout"}))
+    assert queued.status == "queue_timeout" and not queued.status.is_done()

@@ -185,7 +185,7 @@ class PoolProvider(BaseProvider):
         return {h.name: Price(self.RATES[str(h.instance_type)], "lab-rate-card", "2026-11-01")
                 for h in hardware}
 
-    def check_launch(self, spec, cells, say):
+    def check_launch(self, spec, cells, run_dir, say):
         self.checked = [cell.cell_id for cell in cells]
 
     def launch(self, launch: Launch) -> PoolGroup:

@@ -213,7 +213,7 @@ def test_a_missing_wheelhouse_is_a_spec_error(matrix_file):
 def test_json_schema_describes_the_file():
     schema = json_schema()
     assert set(schema["required"]) == {"name", "hardware", "stacks", "workloads"}
-    assert schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] == ["local", "ec2"]
+    assert schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] == ["local", "ec2", "slurm"]
 
 
 def test_exponent_floats_are_numbers(matrix_file):

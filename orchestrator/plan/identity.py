@@ -36,7 +36,8 @@ PINNED: dict[type[BaseModel], frozenset[str]] = {
                       "python", "base_image"}),
 }
 NOT_IDENTITY: dict[type[BaseModel], frozenset[str]] = {
-    Hardware: frozenset({"price_per_hour"}),
+    # what a Slurm job is allowed or billed to, not what it runs on
+    Hardware: frozenset({"price_per_hour", "time_limit", "account", "qos"}),
     Stack: frozenset(),
 }
 

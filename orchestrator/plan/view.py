@@ -19,6 +19,7 @@ from orchestrator.images.engine import EngineUnavailable, docker_client
 from orchestrator.images.stack_image import ImageError, find_image, render
 from orchestrator.plan.cells import Cell, excluded, expand
 from orchestrator.plan.planner import Plan, Selector, make_plan
+from orchestrator.providers import provider_for
 from orchestrator.results.store import ResultStore
 from orchestrator.run.costs import over_budget, plan_cost_usd, plan_prices
 from orchestrator.run.progress import varying_params
@@ -51,6 +52,8 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
     if verbose:
         _show_cells(plan, console)
     _show_images(spec, plan.to_run, console)
+    for line in _provider_lines(spec, plan.to_run):
+        console.print(line, highlight=False, markup=False)
     total = plan.total_estimate_s()
     console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
                                   if total is None else f"about {total / 60:.1f} min"))
@@ -96,6 +99,15 @@ def _show_groups(plan: Plan, console: Console) -> None:
         for reason, count in reasons.most_common():
             table.add_row(str(count), reason)
         console.print(table)
+
+
+def _provider_lines(spec: MatrixSpec, cells: list[Cell]) -> list[str]:
+    """What each provider says of the cells it would run (Slurm: partitions, hours)."""
+    by_kind: dict[str, list[Cell]] = {}
+    for cell in cells:
+        by_kind.setdefault(cell.hardware.kind, []).append(cell)
+    return [line for kind, kept in by_kind.items()
+            for line in provider_for(kind).plan_lines(spec, kept)]
 
 
 def _duration(seconds: float) -> str:
@@ -162,7 +174,7 @@ def _show_repeat_range(spec: MatrixSpec, plan: Plan, console: Console) -> None:
 
 
 def _show_cost(spec: MatrixSpec, plan: Plan, console: Console) -> None:
-    """Each EC2 price with its source and date, and the plan's worst case against the budget."""
+    """Each price with its source and date, and the plan's worst case against the budget."""
     prices = plan_prices(spec, plan, say=lambda line: console.print(line, highlight=False),
                     warn=lambda line: console.print(f"[yellow]{line}[/]"))
     if not prices:
@@ -172,8 +184,8 @@ def _show_cost(spec: MatrixSpec, plan: Plan, console: Console) -> None:
         console.print(f"[red]{over_budget(spec.budget_usd, cost)}[/]: `matrix run` refuses it")
     else:
         budget = f" of budget_usd {spec.budget_usd:g}" if spec.budget_usd is not None else ""
-        console.print(f"cost: up to ${cost:.2f}{budget} (estimates, or timeouts, x prices; "
-                      "plus the head and boot time)")
+        console.print(f"cost: up to ${cost:.2f}{budget} (estimates, or timeouts, x prices)",
+                      highlight=False)
 
 
 def _show_images(spec: MatrixSpec, cells: list[Cell], console: Console) -> None:

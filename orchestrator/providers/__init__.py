@@ -11,6 +11,9 @@ provider's own package knows its cloud. Two are built in:
   cluster takes the place of every provider's nodes and decides which hardware exists.
 - `aws` (`providers/aws/provider.py`): kind `ec2`. Its cells run on a Ray cluster it launches for
   the sweep, with a driver on the head; prices, quotas, ECR, S3 and cleanup are its own.
+- `slurm` (`providers/slurm/provider.py`): kind `slurm`. Its cells run as the tasks of a
+  job array per hardware entry, submitted from here; their files travel through the run
+  directory on a filesystem the nodes share.
 
 A provider that `launches` gets its cells as a `Launch` and returns a `CellGroup`: a
 context manager inside which its nodes are up and its cells run, handing each cell's
@@ -29,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
+
+from orchestrator.errors import MatrixError
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -113,9 +118,15 @@ class Provider(Protocol):
         """Hardware name -> its price per hour, for the entries that have one."""
         ...
 
-    def check_launch(self, spec: MatrixSpec, cells: list[Cell], say: Say) -> None:
+    def plan_lines(self, spec: MatrixSpec, cells: list[Cell]) -> list[str]:
+        """What `matrix plan` should say of `cells` (of its kinds) beyond the grid: where
+        they would run and what they would ask for."""
+        ...
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], run_dir: Path,
+                     say: Say) -> None:
         """Refuse (a user error) before anything is built when `cells` cannot be launched:
-        quotas, a missing SDK."""
+        quotas, a missing SDK, a run directory (`run_dir`) the nodes cannot read."""
         ...
 
     def launch(self, launch: Launch) -> CellGroup:
@@ -158,7 +169,11 @@ class BaseProvider:
                ) -> dict[str, Price]:
         return {}
 
-    def check_launch(self, spec: MatrixSpec, cells: list[Cell], say: Say) -> None:
+    def plan_lines(self, spec: MatrixSpec, cells: list[Cell]) -> list[str]:
+        return []
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], run_dir: Path,
+                     say: Say) -> None:
         return None
 
     def launch(self, launch: Launch) -> CellGroup:
@@ -184,10 +199,12 @@ class ProviderKind:
     name: str
     hardware_kinds: tuple[str, ...]
     load: Callable[[], Provider]
+    hardware_fields: tuple[str, ...] = ()  # the hardware fields only its kinds may set
 
 
-class UnknownProvider(KeyError):
-    """No registered provider offers a hardware kind (the matrix was not validated)."""
+class UnknownProvider(MatrixError):
+    """No registered provider offers a hardware kind (the matrix was not validated), or
+    has a name asked for."""
 
 
 _REGISTRY: dict[str, ProviderKind] = {}
@@ -214,6 +231,21 @@ def registered_for(hardware_kind: str) -> ProviderKind:
     raise UnknownProvider(hardware_kind)
 
 
+def foreign_field(hardware: Hardware) -> tuple[str, str] | None:
+    """(field, why) for a field of another provider's kinds set on `hardware` (`partition`
+    on a local machine), or None."""
+    own = registered_for(hardware.kind)
+    defaults = type(hardware).model_fields
+    for provider in _REGISTRY.values():
+        if provider is own:
+            continue
+        for name in provider.hardware_fields:
+            if getattr(hardware, name) != defaults[name].get_default():
+                kinds = " or ".join(provider.hardware_kinds)
+                return name, f"{name} applies to kind {kinds} only"
+    return None
+
+
 def provider_for(hardware_kind: str) -> Provider:
     """The provider that offers `hardware_kind`."""
     return registered_for(hardware_kind).load()
@@ -225,6 +257,23 @@ def provider_named(name: str) -> Provider:
 
 def providers() -> list[Provider]:
     return [_REGISTRY[name].load() for name in provider_names()]
+
+
+def remove_leftovers(names: list[str], owned_runs: set[str], dry_run: bool, region: str
+                     ) -> tuple[list[str], list[str]]:
+    """Each named provider's `remove_leftovers`: (what was done, one line per provider that
+    could not be asked: no credentials, no Slurm). One failing does not stop the others."""
+    if unknown := sorted(set(names) - set(_REGISTRY)):
+        raise UnknownProvider(f"no provider {', '.join(unknown)} (there are "
+                              f"{', '.join(provider_names())})")
+    actions, failures = [], []
+    for name in names:
+        try:
+            actions += provider_named(name).remove_leftovers(owned_runs, dry_run, region)
+        except Exception as exc:  # an SDK's or a command's error, whatever the provider
+            said = next((line for line in str(exc).splitlines() if line.strip()), repr(exc))
+            failures.append(f"{name}: not checked: {said}")
+    return actions, failures
 
 
 def registry_auth(reference: str, for_push: bool = True) -> dict[str, str] | None:
@@ -245,4 +294,8 @@ def _builtin(module: str) -> Callable[[], Provider]:
 
 
 register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
-register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider")))
+register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider"),
+                               ("spot",)))  # instance_type is any provider's machine size
+register_provider(ProviderKind(
+    "slurm", ("slurm",), _builtin("orchestrator.providers.slurm.provider"),
+    ("partition", "cpus", "mem_gb", "time_limit", "account", "qos", "constraint")))

@@ -1,6 +1,7 @@
 """The `local` provider: kind `local`, the machine the sweep runs on (or, with
-`--ray-address`, whichever node of that cluster offers the entry). Nothing to launch,
-price or clean up; the plan only checks that this machine has the GPUs an entry asks for."""
+`--ray-address`, whichever node of that cluster offers the entry). Nothing to launch or
+clean up, and no price but the one an entry declares (price_per_hour); the plan only checks
+that this machine has the GPUs an entry asks for."""
 
 from __future__ import annotations
 
@@ -11,16 +12,10 @@ from orchestrator.providers import BaseProvider
 if TYPE_CHECKING:
     from orchestrator.hardware import LocalMachine
     from orchestrator.plan.cells import Cell
-    from orchestrator.spec.model import Hardware
 
 
 class LocalProvider(BaseProvider):
     launches = False
-
-    def hardware_problem(self, hardware: Hardware) -> str | None:
-        if hardware.spot:
-            return "spot applies to kind ec2 only"
-        return None
 
     def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
         gpus = cell.hardware.gpus

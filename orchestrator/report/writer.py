@@ -107,7 +107,7 @@ def _choices_section(summaries: list[tuple[str, pd.DataFrame, str]]) -> list[str
     if not rows:
         return []
     return ["## Best choices", "", "Implausible configurations are left out; cost questions "
-            "need prices (EC2 hardware).", "",
+            "need prices (EC2 hardware, or price_per_hour).", "",
             *table(["workload", "question", "configuration", "figure"], rows), ""]
 
 

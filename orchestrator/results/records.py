@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Version history, and how a record of each older version is upgraded to the next one
 # (ResultStore.read applies them in turn, so any older journal stays readable):
 #   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
@@ -30,6 +30,10 @@ SCHEMA_VERSION = 3
 #           steps of a workload or of a script that reports them, or "whole", a command
 #           workload's script that does not, timed as a whole (epoch_s, memory, NVML) with
 #           no train_s, items or throughput. Every version 2 measurement was "steps".
+#   3 -> 4: a cell may end `queue_timeout` (a Slurm task that waited in the queue longer
+#           than slurm.queue_timeout_s and was cancelled before it started). Nothing to
+#           upgrade: a version 3 record is a valid version 4 record; the version tells a
+#           reader of version 3 that it may meet a status it does not know.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -42,8 +46,13 @@ def _v2_to_v3(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 3}
 
 
+def _v3_to_v4(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "schema_version": 4}
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2,
-                                                                      2: _v2_to_v3}
+                                                                      2: _v2_to_v3,
+                                                                      3: _v3_to_v4}
 Timing = Literal["steps", "whole"]
 
 
@@ -62,6 +71,7 @@ class Status(StrEnum):
     EXECUTOR_UNAVAILABLE = "executor_unavailable"
     NODE_LOST = "node_lost"
     BUDGET_STOPPED = "budget_stopped"
+    QUEUE_TIMEOUT = "queue_timeout"  # waited in a scheduler's queue too long; never started
 
     def is_done(self) -> bool:
         """Whether a rerun may skip the cell: only `ok` cells are kept, all others retried."""

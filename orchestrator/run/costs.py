@@ -2,13 +2,15 @@
 date, on every row of its cells; the plan's worst case against `budget_usd`; the budget
 guard a sweep's dispatcher keeps (the cost columns of a report: report/analysis.py).
 
-Prices come from providers (`Provider.prices`), looked up once per sweep; hardware whose
-provider has no price (this machine) costs nothing here.
+Prices come from the hardware entry's own `price_per_hour` where it declares one, else from
+its provider (`Provider.prices`), looked up once per sweep; hardware with neither (this
+machine, by default) costs nothing here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BudgetError
@@ -27,16 +29,27 @@ def plan_prices(spec: MatrixSpec, plan: Plan, say: Callable[[str], None],
     printed with its source and date."""
     running = {cell.hardware.name for cell in plan.to_run}
     kinds: dict[str, list[Hardware]] = {}
-    for entry in spec.hardware:
-        if entry.name in running:
-            kinds.setdefault(entry.kind, []).append(entry)
     prices: dict[str, Price] = {}
+    for entry in spec.hardware:
+        if entry.name not in running:
+            continue
+        if entry.price_per_hour is not None:
+            prices[entry.name] = declared_price(entry.price_per_hour)
+        else:
+            kinds.setdefault(entry.kind, []).append(entry)
     for kind, entries in kinds.items():
         prices |= provider_for(kind).prices(spec, entries, warn)
     for name, price in prices.items():
         share = f"; {price.share}" if price.share else ""
         say(f"price: {name} ${price.usd_per_hour:g}/h ({price.describe()}{share})")
     return prices
+
+
+def declared_price(usd_per_hour: float) -> Price:
+    """A hardware entry's own price_per_hour (a cluster's charge-back, a machine's cost),
+    which no provider's price overrides."""
+    return Price(usd_per_hour, source="declared in the matrix",
+                 as_of=datetime.now(UTC).date().isoformat())
 
 
 def check_budget(spec: MatrixSpec, plan: Plan, prices: dict[str, Price], allow_over: bool,

@@ -170,7 +170,7 @@ class _Sweep:
                              warn=lambda line: self.console.print(f"[yellow]{line}[/]"))
         check_budget(self.spec, plan, prices, self.options.allow_over_budget, self.say)
         for name, cells in launched.items():
-            provider_named(name).check_launch(self.spec, cells, self.say)
+            provider_named(name).check_launch(self.spec, cells, self.store.root, self.say)
         return launched, prices
 
     def execute(self, plan: Plan, launched: dict[str, list[Cell]], recorder: _Recorder) -> None:

@@ -23,7 +23,7 @@ from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
 from orchestrator.images.locks import lock_pins, normalise
 from orchestrator.plan.cells import Cell, check_grid, expand
-from orchestrator.providers import hardware_kinds, provider_for, providers
+from orchestrator.providers import foreign_field, hardware_kinds, provider_for, providers
 from orchestrator.spec.framework_builds import cuda_build_problem, release_problem
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
 from orchestrator.spec.model import (
@@ -224,6 +224,8 @@ def _check_registered(spec: MatrixSpec, doc: LocatedYaml) -> None:
                             f"{hardware.kind!r} is not allowed: expected "
                             f"{' or '.join(repr(k) for k in kinds)} (the kinds the registered "
                             "providers offer)")
+        if foreign := foreign_field(hardware):
+            raise doc.error(("hardware", index, foreign[0]), foreign[1])
         if problem := provider_for(hardware.kind).hardware_problem(hardware):
             raise doc.error(("hardware", index), problem)
 

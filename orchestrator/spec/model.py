@@ -37,10 +37,22 @@ class Hardware(_Strict):
     rest of the entry."""
 
     name: Name
-    kind: Name  # a kind a registered provider offers: local, ec2
+    kind: Name  # a kind a registered provider offers: local, ec2, slurm
     instance_type: str | None = None  # EC2 instance type, required for kind ec2
     gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
     spot: bool = False  # EC2 spot capacity
+    # What an hour of this hardware costs where no provider prices it (a cluster that
+    # charges back, a machine's amortised cost); it overrides a provider's price.
+    price_per_hour: float | None = Field(default=None, ge=0)
+    # kind slurm (docs/slurm.md): the partition is required; the rest default to what the
+    # partition gives. mem_gb is what the job asks Slurm for; time_limit is Slurm's format.
+    partition: Name | None = None
+    cpus: int | None = Field(default=None, ge=1)
+    mem_gb: float | None = Field(default=None, gt=0, le=2**20)
+    time_limit: str | None = None  # minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS
+    account: Name | None = None
+    qos: Name | None = None
+    constraint: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class Stack(_Strict):
@@ -88,6 +100,17 @@ class Aws(_Strict):
     max_lifetime_hours: float = Field(default=12.0, gt=0, le=24 * 30)  # then nodes shut down
     ssh_cidr: str | None = None  # SSH ingress; default: this machine's address only
     results_uri: str | None = None  # s3://bucket/prefix for the run's results
+
+
+class Slurm(_Strict):
+    """How a sweep uses Slurm (docs/slurm.md): the settings of every `kind: slurm` entry."""
+
+    max_parallel: int = Field(default=8, ge=1, le=100_000)  # array tasks running at once
+    queue_timeout_s: float = Field(default=6 * 3600.0, gt=0, le=MAX_TIMEOUT_S)  # then cancelled
+    poll_s: float = Field(default=10.0, ge=0.2, le=600)  # how often the driver asks Slurm
+    # The Python the array tasks run the worker with, on the nodes (a path on the shared
+    # filesystem); default: the one running `matrix run`.
+    python: str | None = None
 
 
 class WorkloadEntry(_Strict):
@@ -155,6 +178,7 @@ class MatrixSpec(_Strict):
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
     aws: Aws | None = None  # needed by EC2 hardware
+    slurm: Slurm = Field(default_factory=Slurm)
     max_cells: int = Field(default=10_000, ge=1, le=HARD_MAX_CELLS, description=(
         "The most cells the matrix may expand to (after repeats and include rules); a "
         "bigger grid is refused as a likely slip. Raise it when you mean it."))

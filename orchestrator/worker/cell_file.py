@@ -47,6 +47,14 @@ class CellHardware:
     gpus: int  # GPUs the cell uses (0: CPU only)
     instance_type: str | None = None
     spot: bool = False
+    price_per_hour: float | None = None
+    partition: str | None = None  # kind slurm: what the job asked Slurm for
+    cpus: int | None = None
+    mem_gb: float | None = None
+    time_limit: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
 
 
 @dataclass(frozen=True)

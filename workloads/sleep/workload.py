@@ -14,6 +14,7 @@ import time
 from orchestrator.worker.context import Context, Unsupported
 
 OOM_CHUNK = 16 * 1024 * 1024
+OOM_PAUSE_S = 0.02  # 800 MB/s at most: a memory limit is reached within seconds
 
 
 def run(ctx: Context) -> None:
@@ -56,5 +57,6 @@ def _inject_before(ctx: Context, fault: str) -> None:
             raise RuntimeError("fault oom needs the workload's memory_limit_mb, so that it "
                                "exhausts a limit and not the machine")
         hoard = []
-        while True:  # until the limit: MemoryError
-            hoard.append(bytearray(OOM_CHUNK))
+        while True:  # until the limit: MemoryError, or a scheduler's kill
+            hoard.append(b"\1" * OOM_CHUNK)  # written, so resident: what a scheduler sees
+            time.sleep(OOM_PAUSE_S)  # slow enough for a scheduler's sampling to see it grow

@@ -64,7 +64,13 @@ class AwsProvider(BaseProvider):
 
         return hardware_prices(spec, hardware, warn=warn)
 
-    def check_launch(self, spec: MatrixSpec, cells: list[Cell], say: Say) -> None:
+    def plan_lines(self, spec: MatrixSpec, cells: list[Cell]) -> list[str]:
+        entries = sorted({cell.hardware.name for cell in cells})
+        return [f"ec2 {', '.join(entries)}: the cluster's head node and each node's boot time "
+                "come on top of the cost below"]
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], run_dir: Path,
+                     say: Say) -> None:
         from orchestrator.providers.aws.cluster import Clients, check_launch_quotas
 
         assert spec.aws is not None

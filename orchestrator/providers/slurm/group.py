@@ -1,0 +1,285 @@
+"""A sweep's Slurm cells, followed from the login node: submitted as one job array per
+hardware entry, adopted where a killed driver left them running, journalled as they end,
+and cancelled with the sweep.
+
+Entering the group first takes over what an earlier driver of the same run left: records
+its tasks wrote after it died are journalled, and its tasks still queued or running (found
+by job name and comment) are followed instead of submitted again. Only the cells with
+neither are submitted. A follower thread then asks Slurm every `slurm.poll_s` seconds how
+each task stands, reads the records a task wrote, and judges the tasks that Slurm ended
+first (outcomes.py). Leaving the group by Ctrl-C, SIGTERM or an error cancels every task
+still live; those are not journalled, and the next `matrix run` runs them again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from orchestrator.executors.outcome import not_run_records, tail_of
+from orchestrator.plan.cells import Cell
+from orchestrator.providers import Launch
+from orchestrator.providers.slurm import commands
+from orchestrator.providers.slurm.jobs import (
+    Submission,
+    job_name,
+    new_submission,
+    parse_comment,
+    read_submission,
+    sbatch_options,
+    task_script,
+)
+from orchestrator.providers.slurm.outcomes import TaskState, ended_status, task_states
+from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
+from orchestrator.run.costs import budget_guard
+from orchestrator.spec.model import Slurm
+
+LOST_NODE_RETRIES = 1  # as on a Ray cluster: a cell whose node died runs once more
+RECORDS_GRACE_S = 30.0  # records may show on a shared filesystem after Slurm says it ended
+FAILED_POLLS_ALLOWED = 30  # consecutive polls Slurm may fail before the sweep gives up
+THROTTLED = "JobArrayTaskLimit"  # pending behind max_parallel: not waiting on the cluster
+
+
+@dataclass
+class _Task:
+    """One cell's array task the group follows."""
+
+    cell: Cell
+    submission: Submission
+    index: int
+    array_id: str
+    attempt: int
+    queued_since: float  # monotonic; restarts while the task waits on max_parallel only
+    ended_since: float | None = None  # when it was first seen ended (or gone) without records
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.array_id}_{self.index}"
+
+
+class SlurmGroup:
+    """The provider's CellGroup (providers/__init__.py) for a sweep's Slurm cells."""
+
+    def __init__(self, launch: Launch, settings: Slurm) -> None:
+        self.launch, self.settings = launch, settings
+        self.run_dir = launch.run_dir.resolve()
+        self.tasks: dict[str, _Task] = {}  # task id -> task, for the live ones
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        self.accounting = False
+        self.guard = budget_guard(launch.spec.budget_usd,
+                                  {n: p.usd_per_hour for n, p in launch.prices.items()},
+                                  dict(launch.estimate_s))
+
+    def __enter__(self) -> SlurmGroup:
+        self.accounting = commands.accounting_on()
+        self.script = task_script(self.run_dir, self.settings.python)
+        rest = self._take_over()
+        by_hardware: dict[str, list[Cell]] = {}
+        for cell in rest:
+            by_hardware.setdefault(cell.hardware.name, []).append(cell)
+        try:
+            for cells in by_hardware.values():
+                self._submit(cells, attempt=1)
+        except BaseException:
+            self._cancel_live()
+            raise
+        self.thread = threading.Thread(target=self._follow, name="slurm-follower", daemon=True)
+        self.thread.start()
+        return self
+
+    def wait(self) -> None:
+        while self.thread is not None and self.thread.is_alive():
+            self.thread.join(0.5)  # short joins: Ctrl-C reaches this thread between them
+        if self.error is not None:
+            raise self.error
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(30)
+        self._cancel_live()
+
+    def _cancel_live(self) -> None:
+        with self.lock:
+            live = sorted({task.array_id for task in self.tasks.values()})
+            count = len(self.tasks)
+            self.tasks.clear()
+        if live:
+            commands.cancel(*live)
+            self.launch.say(f"slurm: cancelled {count} task(s) of this run (scancel "
+                            f"{' '.join(live)}); the next matrix run runs them again")
+
+    def _take_over(self) -> list[Cell]:
+        """Follow the run's live tasks and journal the records its tasks left; the cells
+        with neither, which are still to be submitted."""
+        wanted = {cell.cell_id: cell for cell in self.launch.cells}
+        adopted = recovered = 0
+        stale: set[str] = set()
+        for queued in commands.queued(job_name(self.run_dir)):
+            found = parse_comment(queued.comment)
+            array_id, _, index = queued.job_id.partition("_")
+            if found is None or found[0] != str(self.run_dir) or not index.isdigit():
+                continue
+            submission = read_submission(self.run_dir, found[1])
+            cell = submission.cells[int(index)] if submission and \
+                int(index) < len(submission.cells) else None
+            if submission is None or cell is None or cell.cell_id not in wanted:
+                stale.add(queued.job_id)  # its cell has a record now: never run twice
+                continue
+            self._follow_task(wanted.pop(cell.cell_id), submission, int(index), array_id, 1)
+            adopted += 1
+        for records_file in sorted(self.run_dir.glob("slurm/*/records/*.jsonl")):
+            submission = read_submission(self.run_dir, records_file.parent.parent.name)
+            number = int(records_file.stem) if records_file.stem.isdigit() else -1
+            if submission is None or not 0 <= number < len(submission.cells):
+                continue
+            cell = submission.cells[number]
+            if cell.cell_id in wanted:
+                self.launch.record(wanted.pop(cell.cell_id), _read_records(records_file))
+                recovered += 1
+            records_file.unlink(missing_ok=True)
+        commands.cancel(*sorted(stale))
+        if adopted or recovered:
+            self.launch.say(f"slurm: {adopted} task(s) of this run still queued or running "
+                            f"are followed again, and {recovered} finished while no driver "
+                            "followed them (journalled now); none is submitted twice")
+        return list(wanted.values())
+
+    def _submit(self, cells: list[Cell], attempt: int) -> None:
+        hardware = cells[0].hardware
+        submission = new_submission(self.run_dir, hardware.name, cells, self.launch.images,
+                                    self.launch.tool)
+        indices = list(range(len(cells)))
+        options = sbatch_options(hardware, submission, self.run_dir, indices,
+                                 self.settings.max_parallel)
+        array_id = commands.submit(str(self.script), options,
+                                   [str(submission.folder / "manifest.json")])
+        for index, cell in enumerate(cells):
+            self._follow_task(cell, submission, index, array_id, attempt)
+        self.launch.say(f"slurm: job array {array_id}: {len(cells)} cell(s) of "
+                        f"{hardware.name} on partition {hardware.partition}, at most "
+                        f"{self.settings.max_parallel} at once")
+
+    def _follow_task(self, cell: Cell, submission: Submission, index: int, array_id: str,
+                     attempt: int) -> None:
+        with self.lock:
+            task = _Task(cell, submission, index, array_id, attempt, time.monotonic())
+            self.tasks[task.task_id] = task
+
+    def _follow(self) -> None:
+        failures = 0
+        while not self.stopping.is_set():
+            with self.lock:
+                if not self.tasks:
+                    return
+            try:
+                self._poll()
+                failures = 0
+            except commands.SlurmError as exc:
+                failures += 1
+                if failures == 1:
+                    self.launch.say(f"slurm: {exc} (asking again)")
+                if failures >= FAILED_POLLS_ALLOWED:
+                    self.error = exc
+                    return
+            except BaseException as exc:  # a bug here must end the sweep, not hang it
+                self.error = exc
+                return
+            self.stopping.wait(self.settings.poll_s)
+
+    def _poll(self) -> None:
+        with self.lock:
+            arrays = sorted({task.array_id for task in self.tasks.values()})
+        states: dict[str, TaskState] = {}
+        for array_id in arrays:
+            for index, state in task_states(array_id, self.accounting).items():
+                states[f"{array_id}_{index}"] = state
+        now = time.monotonic()
+        with self.lock:
+            tasks = list(self.tasks.values())
+        running = [t.cell for t in tasks if (s := states.get(t.task_id)) and s.state == "RUNNING"]
+        for task in tasks:
+            if self.stopping.is_set():
+                return
+            self._judge(task, states.get(task.task_id), now, running)
+
+    def _judge(self, task: _Task, state: TaskState | None, now: float,
+               running: list[Cell]) -> None:
+        """Journal the task if it ended (its records, or Slurm's word), or cancel it if it
+        waited too long or the budget cannot afford it."""
+        records_file = task.submission.records_file(task.index)
+        if records_file.exists():
+            self._end(task, _read_records(records_file))
+            records_file.unlink(missing_ok=True)
+            return
+        if state is not None and state.state == "PENDING":
+            if state.detail == THROTTLED:
+                task.queued_since = now
+            elif now - task.queued_since > self.settings.queue_timeout_s:
+                self._stop(task, Status.QUEUE_TIMEOUT, (
+                    f"waited {now - task.queued_since:.0f} s in Slurm's queue (reason: "
+                    f"{state.detail or 'none given'}), past slurm.queue_timeout_s "
+                    f"{self.settings.queue_timeout_s:g}: cancelled before it started"))
+            elif self.guard is not None and (reason := self.guard.refusal(task.cell, running)):
+                self._stop(task, Status.BUDGET_STOPPED, reason)
+            return
+        if state is not None and not state.ended:
+            return
+        # ended (or forgotten) without records: they may still be on their way
+        task.ended_since = task.ended_since or now
+        if (state is not None and state.state != "COMPLETED") or \
+                now - task.ended_since > RECORDS_GRACE_S:
+            self._ended_by_slurm(task, state)
+
+    def _ended_by_slurm(self, task: _Task, state: TaskState | None) -> None:
+        log = _logs_tail(task)
+        if state is None:
+            status, message = Status.CRASHED, (f"Slurm no longer knows task {task.task_id}, "
+                                               "and it left no records")
+        else:
+            status, message = ended_status(state, task.task_id, log)
+        if status is Status.NODE_LOST and task.attempt <= LOST_NODE_RETRIES:
+            with self.lock:
+                self.tasks.pop(task.task_id, None)
+            self.launch.say(f"slurm: {message}; running {task.cell.cell_id} again")
+            self._submit([task.cell], attempt=task.attempt + 1)
+            return
+        records = not_run_records(task.cell, status, message, log_tail=log or None)
+        if state is not None:  # what it ran for: Slurm's elapsed time
+            records[-1] = records[-1].model_copy(update={"wall_s": state.elapsed_s})
+        self._end(task, records)
+
+    def _stop(self, task: _Task, status: Status, reason: str) -> None:
+        """Cancel a task the sweep gives up on, and journal why."""
+        commands.cancel(task.task_id)
+        self._end(task, not_run_records(task.cell, status, reason))
+
+    def _end(self, task: _Task, records: list[Record]) -> None:
+        with self.lock:
+            if self.tasks.pop(task.task_id, None) is None:
+                return  # cancelled by the sweep meanwhile: not journalled
+        records = with_attempts(records, task.attempt)
+        ended = records[-1]
+        if self.guard is not None and isinstance(ended, CellRecord):
+            self.guard.ended(task.cell, ended.wall_s)
+        self.launch.record(task.cell, records)
+
+
+def _read_records(path: Path) -> list[Record]:
+    return [parse_record(json.loads(line))
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _logs_tail(task: _Task) -> str:
+    """What the cell's worker printed, then what Slurm's task said (slurmstepd's kills)."""
+    worker = tail_of(Path(task.submission.run_dir) / "logs" / f"{task.cell.cell_id}.log")
+    slurm = tail_of(task.submission.task_log(task.index))
+    return "\n".join(filter(None, [worker, slurm]))

@@ -1,0 +1,163 @@
+"""The `slurm` provider (orchestrator/providers/__init__.py): kind `slurm`.
+
+Its cells run as the tasks of one job array per hardware entry, submitted from the login
+node the sweep runs on and followed from there (group.py). It checks each entry (a
+partition, a time limit Slurm can read), and before anything is submitted: that Slurm
+answers, that each partition exists and offers the GPUs asked of it, and that the run
+directory is somewhere the partition's nodes can read. `matrix cleanup` cancels the jobs
+of runs no live sweep owns. Prices are the entries' own (`price_per_hour`).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.executors import needs_image
+from orchestrator.providers import BaseProvider, CellGroup, Launch, Say
+from orchestrator.providers.slurm import commands
+from orchestrator.providers.slurm.jobs import NAME_PREFIX, time_limit_s
+
+if TYPE_CHECKING:
+    from orchestrator.hardware import LocalMachine
+    from orchestrator.plan.cells import Cell
+    from orchestrator.spec.model import Hardware, MatrixSpec
+
+# Filesystems that live on one machine: a run directory on one is not shared with nodes
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay",
+                               "zfs", "f2fs", "vfat", "ramfs", "bcachefs"})
+
+
+class SlurmProvider(BaseProvider):
+    launches = True
+
+    def hardware_problem(self, hardware: Hardware) -> str | None:
+        if not hardware.partition:
+            return "kind slurm needs a partition (e.g. partition: gpu)"
+        if hardware.time_limit is not None and time_limit_s(hardware.time_limit) is None:
+            return (f"time_limit {hardware.time_limit!r} is not a Slurm time limit: minutes, "
+                    "MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. \"02:00:00\")")
+        return None
+
+    def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
+        if not launch:
+            return (f"no node offers hw:{cell.hardware.name} (Slurm hardware runs as Slurm "
+                    "jobs, which --no-ray does not submit)")
+        return None
+
+    def plan_lines(self, spec: MatrixSpec, cells: list[Cell]) -> list[str]:
+        """Per entry: its partition, the hours its tasks ask Slurm for (tasks x time limit)
+        and what that costs where the entry has a price."""
+        lines = []
+        for hardware in {c.hardware.name: c.hardware for c in cells}.values():
+            tasks = sum(c.hardware.name == hardware.name for c in cells)
+            limit = time_limit_s(hardware.time_limit) if hardware.time_limit else None
+            asks = ", ".join(filter(None, [
+                f"{hardware.gpus} GPU(s)" if hardware.gpus else "",
+                f"{hardware.cpus} CPU(s)" if hardware.cpus else "",
+                f"{hardware.mem_gb:g} GB" if hardware.mem_gb else ""])) or "the defaults"
+            line = (f"slurm {hardware.name}: partition {hardware.partition}, {tasks} task(s) "
+                    f"of {asks}, ")
+            if limit is None:
+                line += "each up to the partition's time limit"
+            else:
+                hours = tasks * limit / 3600
+                span = f"{limit // 3600}:{limit % 3600 // 60:02d}:{limit % 60:02d}"
+                line += f"{hours:.2f} node-hours requested ({tasks} x {span})"
+                if hardware.price_per_hour is not None:
+                    line += (f", up to ${hours * hardware.price_per_hour:.2f} at "
+                             f"${hardware.price_per_hour:g}/h")
+            lines.append(line)
+        return lines
+
+    def check_launch(self, spec: MatrixSpec, cells: list[Cell], run_dir: Path,
+                     say: Say) -> None:
+        """Refuse before anything is built or submitted: no Slurm here, a partition that
+        does not exist or offers fewer GPUs than asked, a run directory its nodes cannot
+        read, an image its nodes cannot pull."""
+        if not commands.available():
+            raise commands.SlurmError("sbatch and squeue are not on PATH: run matrix on a "
+                                      "Slurm login node for kind slurm hardware")
+        run_dir = run_dir.resolve()
+        for hardware in {c.hardware.name: c.hardware for c in cells}.values():
+            assert hardware.partition is not None
+            partition = commands.partition(hardware.partition)
+            if partition is None:
+                raise commands.SlurmError(f"hardware {hardware.name}: Slurm has no partition "
+                                          f"{hardware.partition!r} (sinfo)")
+            if hardware.gpus > partition.gpus:
+                offers = f"{partition.gpus} GPU(s) per node" if partition.gpus else "no GPU"
+                raise commands.SlurmError(
+                    f"hardware {hardware.name}: gpus: {hardware.gpus}, but partition "
+                    f"{hardware.partition} offers {offers} (sinfo)")
+            if not _all_here(partition.hosts):
+                _check_shared(run_dir, partition)
+                if spec.images.registry is None and any(
+                        needs_image(c.stack) for c in cells if c.hardware == hardware):
+                    raise commands.SlurmError(
+                        f"hardware {hardware.name}: partition {partition.name}'s nodes pull "
+                        "each stack's image from a registry: set images.registry")
+
+    def launch(self, launch: Launch) -> CellGroup:
+        from orchestrator.providers.slurm.group import SlurmGroup
+
+        return SlurmGroup(launch, launch.spec.slurm)
+
+    def remove_leftovers(self, owned_runs: set[str], dry_run: bool, region: str | None
+                         ) -> list[str]:
+        """Cancel the queued and running jobs of runs that no live sweep owns."""
+        if not commands.available():
+            return []
+        arrays: dict[str, tuple[str, list[str]]] = {}
+        for task in commands.queued(NAME_PREFIX):
+            run = task.name.removeprefix(NAME_PREFIX)
+            if run not in owned_runs:
+                array_id = task.job_id.partition("_")[0]
+                arrays.setdefault(array_id, (run, []))[1].append(task.state)
+        if not dry_run:
+            commands.cancel(*arrays)
+        return [f"cancel Slurm job {array_id} of run {run} ({len(states)} task(s): "
+                f"{', '.join(sorted(set(states))).lower()})"
+                for array_id, (run, states) in sorted(arrays.items())]
+
+
+def _all_here(hosts: tuple[str, ...]) -> bool:
+    """Whether every node is this machine (a one-machine cluster shares every folder)."""
+    here = {socket.gethostname(), socket.getfqdn(), socket.gethostname().split(".")[0]}
+    return all(host in here or host.split(".")[0] in here for host in hosts)
+
+
+def _check_shared(run_dir: Path, partition: commands.Partition) -> None:
+    kind = filesystem_type(run_dir)
+    if kind in LOCAL_FILESYSTEMS:
+        hosts = ", ".join(partition.hosts[:3]) + (", ..." if len(partition.hosts) > 3 else "")
+        raise commands.SlurmError(
+            f"the run directory {run_dir} is on {kind}, local to this machine, and the nodes "
+            f"of partition {partition.name} ({hosts}) cannot read it: put the run on a "
+            "filesystem they share (output: in the matrix, or --output)")
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the filesystem `path` (or its nearest existing parent) is on, from the
+    longest mount point above it in /proc/mounts; "" where that cannot be read."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    best, kind = "", ""
+    try:
+        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    target = str(path.resolve())
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+PROVIDER = SlurmProvider()

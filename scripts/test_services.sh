@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install the services the tests start for themselves, from the distribution (Debian/Ubuntu):
+#   bash scripts/test_services.sh
+# - Slurm (slurmctld, slurmd, its client commands) and munge: tests/slurm_cluster.py runs a
+#   one-node cluster in a temporary directory for the Slurm tests.
+# Nothing is started here, and nothing is installed that is already there.
+set -euo pipefail
+
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+[[ -x /usr/sbin/slurmctld ]] || missing+=(slurmctld)
+[[ -x /usr/sbin/slurmd ]] || missing+=(slurmd)
+command -v sbatch >/dev/null || missing+=(slurm-client)
+[[ -x /usr/sbin/munged ]] || missing+=(munge)
+if ((${#missing[@]})); then
+    echo "test_services: installing ${missing[*]} (about 30 MB)" >&2
+    as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null
+fi
+# The packages start their own daemons against /etc/slurm, which has no configuration:
+# stop them, so only the tests' cluster runs.
+for service in slurmctld slurmd munge; do
+    as_root systemctl stop "$service" >/dev/null 2>&1 || true
+done
+echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)') and munge are installed"

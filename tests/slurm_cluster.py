@@ -1,0 +1,189 @@
+"""A real single-node Slurm for the tests: munged, slurmctld and slurmd from Debian's
+packages, configured in a temporary directory on free loopback ports, as root, without
+cgroups (proctrack/linuxproc, task/none). jobacct_gather/linux with OverMemoryKill makes
+Slurm itself kill a job over its memory request. No slurmdbd: accounting is off, so the
+provider reads outcomes from the controller (scontrol) and the tasks' own records.
+
+Two partitions share the node: `debug` (the default) and `gpu`, which offers no GPU (for
+the test that asks one of it). A third, `remote`, holds a node that is not this machine
+and never comes up (for the test of a run directory its nodes cannot read).
+`python -m tests.slurm_cluster DIR` brings one up by hand and prints the SLURM_CONF to
+export.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel",
+                  "sinfo")
+NODE_CPUS = 4  # more than this machine's 2 cores (config_overrides): four sleep cells at once
+NODE_MEMORY_MB = 8192
+
+
+def slurm_missing() -> str | None:
+    """Why no test Slurm can start here, or None."""
+    for binary in SLURM_BINARIES:
+        if shutil.which(binary) is None and not Path("/usr/sbin", binary).exists():
+            return f"{binary} is not installed (apt-get install slurmctld slurmd munge)"
+    return None
+
+
+def _binary(name: str) -> str:
+    return shutil.which(name) or str(Path("/usr/sbin", name))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class SlurmCluster:
+    root: Path
+    node: str
+    processes: list[subprocess.Popen[bytes]]
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    def env(self) -> dict[str, str]:
+        """The environment every Slurm client needs to find this cluster."""
+        return {"SLURM_CONF": str(self.conf)}
+
+    def scontrol(self, *args: str) -> str:
+        return subprocess.run([_binary("scontrol"), *args], env={**os.environ, **self.env()},
+                              capture_output=True, text=True, check=True, timeout=30).stdout
+
+    def jobs(self) -> list[str]:
+        """Every job and array task the controller still queues or runs."""
+        done = subprocess.run([_binary("squeue"), "-h", "-r", "-o", "%i %T"],
+                              env={**os.environ, **self.env()}, capture_output=True,
+                              text=True, check=True, timeout=30)
+        return done.stdout.split("\n")[:-1]
+
+    def resume(self) -> None:
+        """Put the node back in service if a test drained it (an idle node refuses)."""
+        subprocess.run([_binary("scontrol"), "update", f"nodename={self.node}", "state=resume"],
+                       env={**os.environ, **self.env()}, capture_output=True, timeout=30)
+
+    def cancel_all(self) -> None:
+        subprocess.run([_binary("scancel"), "--user", "root"], env={**os.environ, **self.env()},
+                       capture_output=True, timeout=30)
+
+    def stop(self) -> None:
+        self.cancel_all()
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        subprocess.run(["pkill", "-f", f"munged.*{self.root}"], capture_output=True)
+
+
+def start_cluster(root: Path) -> SlurmCluster:
+    """munged, slurmctld and slurmd configured under `root`; returns once the node is idle."""
+    root.mkdir(parents=True, exist_ok=True)
+    for folder in ("state", "spool", "log", "munge"):
+        (root / folder).mkdir(exist_ok=True)
+    (root / "munge").chmod(0o700)
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    socket_path = root / "munge" / "munge.socket"
+    subprocess.run([_binary("munged"), "--force", f"--socket={socket_path}",
+                    f"--key-file={key}", f"--pid-file={root / 'munge' / 'munged.pid'}",
+                    f"--log-file={root / 'log' / 'munged.log'}",
+                    f"--seed-file={root / 'munge' / 'munged.seed'}"], check=True, timeout=30)
+    node = socket.gethostname()
+    conf = root / "slurm.conf"
+    conf.write_text(_config(root, node, socket_path), encoding="utf-8")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    processes = [_daemon([_binary("slurmctld"), "-D", "-i", "-f", str(conf)], env,
+                         root / "log" / "slurmctld.out")]
+    time.sleep(1.0)
+    processes.append(_daemon([_binary("slurmd"), "-D", "-f", str(conf)], env,
+                             root / "log" / "slurmd.out"))
+    cluster = SlurmCluster(root, node, processes)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if "State=IDLE" in cluster.scontrol("show", "node", node):
+                return cluster
+        except subprocess.SubprocessError:
+            pass
+        if any(p.poll() is not None for p in processes):
+            break
+        time.sleep(0.5)
+    cluster.stop()
+    logs = "".join((root / "log" / name).read_text(errors="replace")[-2000:]
+                   for name in ("slurmctld.log", "slurmd.log") if (root / "log" / name).exists())
+    raise RuntimeError(f"the test Slurm did not come up:\n{logs}")
+
+
+def _daemon(command: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
+    with open(out, "wb") as log:  # the daemon keeps its own copy of the descriptor
+        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _config(root: Path, node: str, munge_socket: Path) -> str:
+    return f"""\
+ClusterName=matrixtest
+SlurmctldHost={node}
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge_socket}
+StateSaveLocation={root / 'state'}
+SlurmdSpoolDir={root / 'spool'}
+SlurmctldPidFile={root / 'slurmctld.pid'}
+SlurmdPidFile={root / 'slurmd.pid'}
+SlurmctldLogFile={root / 'log' / 'slurmctld.log'}
+SlurmdLogFile={root / 'log' / 'slurmd.log'}
+SlurmdParameters=config_overrides
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=1
+JobAcctGatherParams=OverMemoryKill
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2
+MinJobAge=600
+DefMemPerCPU=256
+KillWait=2
+InactiveLimit=0
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+NodeName={node} CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu Nodes={node} MaxTime=INFINITE State=UP
+NodeName=faraway NodeHostname=faraway.invalid NodeAddr=127.0.0.9 CPUs=1 RealMemory=512 State=DOWN
+PartitionName=remote Nodes=faraway MaxTime=INFINITE State=UP
+"""
+
+
+if __name__ == "__main__":
+    up = start_cluster(Path(sys.argv[1]).resolve())
+    print(f"export SLURM_CONF={up.conf}  # stop: kill {' '.join(str(p.pid) for p in up.processes)}")

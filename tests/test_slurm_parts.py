@@ -1,0 +1,120 @@
+"""The Slurm provider's pieces that need no cluster: time limits, array indices, scontrol's
+one-line form, the status rules, job comments, entry checks and the plan's lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.providers.slurm.commands import _fields, _gres_gpus
+from orchestrator.providers.slurm.jobs import _ranges, comment, parse_comment, time_limit_s
+from orchestrator.providers.slurm.outcomes import TaskState, _indices, ended_status
+from orchestrator.providers.slurm.provider import filesystem_type
+from orchestrator.results.records import Status
+from tests.conftest import run_cli, write
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("90", 5400), ("5:30", 330), ("02:00:00", 7200), ("1-12", 129600),
+    ("1-00:30", 88200), ("2-01:02:03", 176523), ("bad", None), ("2h", None), ("1:2:3:4", None),
+])
+def test_slurm_time_limits_in_every_form_slurm_takes(text, seconds):
+    assert time_limit_s(text) == seconds
+
+
+def test_array_indices_read_and_written_as_slurm_lists_them():
+    assert _indices("4") == [4]
+    assert _indices("5-9%2") == [5, 6, 7, 8, 9]
+    assert _indices("[3,5-7]") == [3, 5, 6, 7]
+    assert _indices("") == []
+    assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+
+
+def test_scontrol_fields_keep_values_with_spaces():
+    line = ("JobId=3 ArrayJobId=1 ArrayTaskId=1 JobState=FAILED Reason=JobLaunchFailure "
+            "Command=/tmp/x/t.py arg1 arg two WorkDir=/tmp/x Comment=matrix-bench run=/r "
+            "submission=n-1  StdErr=/tmp/x/1_1.log")
+    fields = _fields(line)
+    assert fields["Command"] == "/tmp/x/t.py arg1 arg two"
+    assert fields["Comment"] == "matrix-bench run=/r submission=n-1"
+    assert fields["JobState"] == "FAILED" and fields["StdErr"] == "/tmp/x/1_1.log"
+
+
+def test_gpus_counted_from_a_nodes_gres():
+    assert _gres_gpus("gpu:a100:4(S:0-1),shard:8") == 4
+    assert _gres_gpus("gpu:2") == 2
+    assert _gres_gpus("(null)") == 0
+
+
+def test_a_comment_names_the_run_and_its_submission(tmp_path):
+    assert parse_comment(comment(tmp_path, "node-1a2b3c4d")) == (str(tmp_path.resolve()),
+                                                                  "node-1a2b3c4d")
+    assert parse_comment("someone else's job") is None
+
+
+@pytest.mark.parametrize(("state", "log", "status", "words"), [
+    (TaskState(0, "TIMEOUT"), "", Status.TIMEOUT, "time limit"),
+    (TaskState(0, "CANCELLED"), "*** JOB 4 CANCELLED DUE TO TIME LIMIT ***", Status.TIMEOUT,
+     "time limit"),
+    (TaskState(0, "OUT_OF_MEMORY"), "", Status.OOM, "memory request"),
+    (TaskState(0, "FAILED", exit_code="0:9"), "error: Exceeded job memory limit",
+     Status.OOM, "memory request"),
+    (TaskState(0, "NODE_FAIL", node="n7"), "", Status.NODE_LOST, "node was lost on n7"),
+    (TaskState(0, "PREEMPTED"), "", Status.NODE_LOST, "node was lost"),
+    (TaskState(0, "CANCELLED", detail="by 1001", exit_code="0:15"), "", Status.CRASHED,
+     "CANCELLED by 1001 (exit code 0:15): cancelled outside this sweep"),
+    (TaskState(0, "FAILED", exit_code="1:0"), "", Status.CRASHED, "without the worker's"),
+])
+def test_slurms_word_becomes_a_status_with_its_reason(state, log, status, words):
+    found, message = ended_status(state, "12_0", log)
+    assert found is status and words in message and message.startswith("Slurm task 12_0")
+
+
+def test_the_filesystem_of_a_path_is_read_from_the_mount_table(tmp_path):
+    assert filesystem_type(Path("/proc/self")) == "proc"
+    assert filesystem_type(tmp_path / "not" / "yet") == filesystem_type(tmp_path) != ""
+
+
+@pytest.mark.parametrize(("entry", "where", "problem"), [
+    ("{name: n, kind: slurm}", "hardware[0]", "kind slurm needs a partition"),
+    ("{name: n, kind: slurm, partition: p, time_limit: 2h}", "hardware[0]",
+     "time_limit '2h' is not a Slurm time limit"),
+    ("{name: n, kind: local, partition: p}", "hardware[0].partition",
+     "partition applies to kind slurm only"),
+    ("{name: n, kind: ec2, instance_type: p3.2xlarge, mem_gb: 4}", "hardware[0].mem_gb",
+     "mem_gb applies to kind slurm only"),
+    ("{name: n, kind: slurm, partition: p, mem_gb: 0}", "hardware[0].mem_gb",
+     "greater than 0"),
+])
+def test_a_bad_slurm_entry_is_one_located_line_at_validate(tmp_path, entry, where, problem):
+    path = write(tmp_path / "m.yaml", f"""
+        name: bad
+        hardware:
+          - {entry}
+        stacks: [{{name: env, executor: process}}]
+        workloads: [{{name: sleep}}]
+        """)
+    done = run_cli("validate", str(path), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}:3: {where}: ") and problem in line, line
+
+
+def test_the_plan_says_partition_node_hours_and_cost_per_slurm_entry(tmp_path):
+    path = write(tmp_path / "m.yaml", """
+        name: planned
+        hardware:
+          - {name: a100, kind: slurm, partition: gpu, gpus: 1, mem_gb: 64,
+             time_limit: "02:00:00", price_per_hour: 2.5}
+          - {name: cpu, kind: slurm, partition: debug}
+        stacks: [{name: env, executor: process}]
+        workloads: [{name: sleep, params: {seconds: [1, 2, 3]}}]
+        """)
+    done = run_cli("plan", str(path), cwd=tmp_path, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    assert ("slurm a100: partition gpu, 3 task(s) of 1 GPU(s), 64 GB, 6.00 node-hours "
+            "requested (3 x 2:00:00), up to $15.00 at $2.5/h") in done.stdout
+    assert "slurm cpu: partition debug, 3 task(s) of the defaults, each up to the " \
+           "partition's time limit" in done.stdout
+    assert "price: a100 $2.5/h (declared in the matrix" in done.stdout
