@@ -97,6 +97,18 @@ def by_seconds(run_dir: Path) -> dict[float, dict]:
     return {c["param.seconds"]: c for c in cell_records(run_dir)}
 
 
+def sleep_matrix(root: Path, name: str, seconds: list[float], **slurm: float) -> Path:
+    """A matrix of sleep cells of these lengths on the debug partition, one CPU each."""
+    settings = ", ".join(f"{k}: {v}" for k, v in {"poll_s": 0.5, **slurm}.items())
+    return write(root / "m.yaml", f"""
+        name: {name}
+        hardware: [{{name: node, kind: slurm, partition: debug, cpus: 1}}]
+        stacks: [{{name: env, executor: process}}]
+        workloads: [{{name: sleep, params: {{seconds: {seconds}}}}}]
+        slurm: {{{settings}}}
+        """)
+
+
 def test_a_sweep_runs_as_one_named_array_with_the_records_of_a_local_run(slurm, tmp_path):
     sweep = write(tmp_path / "slurm.yaml", """
         name: onslurm
@@ -181,13 +193,7 @@ def test_slurm_outcomes_become_statuses_and_the_other_cells_complete(slurm, tmp_
 
 
 def test_ctrl_c_cancels_every_job_of_the_run_and_journals_none(slurm, tmp_path):
-    path = write(tmp_path / "m.yaml", """
-        name: interrupted
-        hardware: [{name: node, kind: slurm, partition: debug, cpus: 1}]
-        stacks: [{name: env, executor: process}]
-        workloads: [{name: sleep, params: {seconds: [100, 101, 102, 103, 104, 105]}}]
-        slurm: {poll_s: 0.5, max_parallel: 3}
-        """)
+    path = sleep_matrix(tmp_path, "interrupted", [100, 101, 102, 103, 104, 105], max_parallel=3)
     sweep = start_sweep(path, tmp_path)
     try:
         wait_for(lambda: list(tasks_of(slurm, "interrupted").values()).count("RUNNING") == 3,
@@ -203,13 +209,7 @@ def test_ctrl_c_cancels_every_job_of_the_run_and_journals_none(slurm, tmp_path):
 
 
 def test_a_rerun_after_sigkill_adopts_live_tasks_and_submits_only_the_rest(slurm, tmp_path):
-    path = write(tmp_path / "m.yaml", """
-        name: adopted
-        hardware: [{name: node, kind: slurm, partition: debug, cpus: 1}]
-        stacks: [{name: env, executor: process}]
-        workloads: [{name: sleep, params: {seconds: [1, 1.5, 14, 15]}}]
-        slurm: {poll_s: 0.5, max_parallel: 2}
-        """)
+    path = sleep_matrix(tmp_path, "adopted", [1, 1.5, 14, 15], max_parallel=2)
     run_dir = tmp_path / "reports" / "adopted"
     sweep = start_sweep(path, tmp_path)
     try:
@@ -237,13 +237,7 @@ def test_a_rerun_after_sigkill_adopts_live_tasks_and_submits_only_the_rest(slurm
 
 def test_a_drained_node_makes_cells_wait_until_their_queue_timeout(slurm, tmp_path):
     slurm.scontrol("update", f"nodename={slurm.node}", "state=drain", "reason=matrix-test")
-    path = write(tmp_path / "m.yaml", """
-        name: drained
-        hardware: [{name: node, kind: slurm, partition: debug, cpus: 1}]
-        stacks: [{name: env, executor: process}]
-        workloads: [{name: sleep, params: {seconds: [1, 2]}}]
-        slurm: {poll_s: 0.5, queue_timeout_s: 4}
-        """)
+    path = sleep_matrix(tmp_path, "drained", [1, 2], queue_timeout_s=4)
     start = time.monotonic()
     done = run_cli("run", str(path), cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -256,13 +250,7 @@ def test_a_drained_node_makes_cells_wait_until_their_queue_timeout(slurm, tmp_pa
 
 
 def test_cleanup_cancels_the_jobs_of_a_run_no_sweep_owns(slurm, tmp_path):
-    path = write(tmp_path / "m.yaml", """
-        name: leftover
-        hardware: [{name: node, kind: slurm, partition: debug, cpus: 1}]
-        stacks: [{name: env, executor: process}]
-        workloads: [{name: sleep, params: {seconds: [100, 101]}}]
-        slurm: {poll_s: 0.5}
-        """)
+    path = sleep_matrix(tmp_path, "leftover", [100, 101])
     sweep = start_sweep(path, tmp_path)
     try:
         wait_for(lambda: tasks_of(slurm, "leftover"), 60, "the array")
