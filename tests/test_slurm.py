@@ -235,6 +235,25 @@ def test_a_rerun_after_sigkill_adopts_live_tasks_and_submits_only_the_rest(slurm
     assert {c["status"] for c in cells} == {"ok"}
 
 
+def test_a_lost_node_ends_its_task_node_lost_and_the_cell_runs_once_more(slurm, tmp_path):
+    path = sleep_matrix(tmp_path, "lost", [30])
+    sweep = start_sweep(path, tmp_path)
+    try:
+        wait_for(lambda: list(tasks_of(slurm, "lost").values()) == ["RUNNING"], 60,
+                 "the task to run")
+        (first,) = tasks_of(slurm, "lost")
+        slurm.scontrol("update", f"nodename={slurm.node}", "state=down", "reason=matrix-test")
+        wait_for(lambda: set(tasks_of(slurm, "lost")) - {first}, 60, "the cell again")
+        slurm.resume()
+        output, _ = sweep.communicate(timeout=120)
+    finally:
+        sweep.kill()
+    assert sweep.returncode == 0, output
+    assert f"slurm: Slurm task {first} ended NODE_FAIL" in output, output
+    (cell,) = cell_records(tmp_path / "reports" / "lost")
+    assert (cell["status"], cell["attempts"]) == ("ok", 2)
+
+
 def test_a_drained_node_makes_cells_wait_until_their_queue_timeout(slurm, tmp_path):
     slurm.scontrol("update", f"nodename={slurm.node}", "state=drain", "reason=matrix-test")
     path = sleep_matrix(tmp_path, "drained", [1, 2], queue_timeout_s=4)
@@ -272,6 +291,25 @@ def test_cleanup_cancels_the_jobs_of_a_run_no_sweep_owns(slurm, tmp_path):
                           env={"SLURM_CONF": str(tmp_path / "no-such.conf")})
     assert unreachable.returncode == 1
     assert unreachable.stderr.startswith("slurm: not checked: squeue")
+
+
+@pytest.mark.docker
+def test_an_image_stack_runs_in_its_container_on_the_node(slurm, image_env, tmp_path):
+    path = write(tmp_path / "m.yaml", f"""
+        name: imaged
+        hardware: [{{name: node, kind: slurm, partition: debug, cpus: 1}}]
+        stacks: [{image_env.stack("torch-cpu")}]
+        workloads: [{{name: sleep, params: {{seconds: 0.5}}}}]
+        slurm: {{poll_s: 0.5}}
+        {image_env.images_section()}""")
+    done = run_cli("run", str(path), cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = tmp_path / "reports" / "imaged"
+    (cell,) = cell_records(run_dir)
+    assert cell["status"] == "ok", cell
+    (provenance,) = [r for r in journal(run_dir) if r["record"] == "provenance"]
+    assert provenance["image_tag"].startswith("matrix-bench:")
+    assert cell["node_id"] == f"slurm:{slurm.node}"
 
 
 @pytest.mark.parametrize(("hardware", "problem"), [

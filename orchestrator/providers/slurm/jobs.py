@@ -142,6 +142,9 @@ def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
                f"--output={submission.folder / 'task-%a.log'}",
                f"--chdir={run_dir.resolve()}",
                "--ntasks=1", "--nodes=1",
+               # a lost node ends the task NODE_FAIL, and the sweep runs it once more
+               # itself (group.py); Slurm's own requeue would rerun it without a limit
+               "--no-requeue",
                f"--export={','.join(exported_names())}"]
     if hardware.gpus:
         options.append(f"--gres=gpu:{hardware.gpus}")
