@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the services the tests start for themselves, from the distribution (Debian/Ubuntu):
 #   bash scripts/test_services.sh
-# - Slurm (slurmctld, slurmd, its client commands) and munge: tests/slurm_cluster.py runs a
-#   one-node cluster in a temporary directory for the Slurm tests.
+# - Slurm (slurmctld, slurmd, slurmdbd, its client commands), munge and MariaDB:
+#   tests/slurm_cluster.py runs a one-node cluster with accounting in a temporary
+#   directory for the Slurm tests.
 # Nothing is started here, and nothing is installed that is already there.
 set -euo pipefail
 
@@ -12,16 +13,18 @@ missing=()
 [[ -x /usr/sbin/slurmctld ]] || missing+=(slurmctld)
 [[ -x /usr/sbin/slurmd ]] || missing+=(slurmd)
 command -v sbatch >/dev/null || missing+=(slurm-client)
+[[ -x /usr/sbin/slurmdbd ]] || missing+=(slurmdbd)
 [[ -x /usr/sbin/munged ]] || missing+=(munge)
+[[ -x /usr/sbin/mariadbd ]] || missing+=(mariadb-server)
 if ((${#missing[@]})); then
-    echo "test_services: installing ${missing[*]} (about 30 MB)" >&2
+    echo "test_services: installing ${missing[*]} (about 200 MB with MariaDB)" >&2
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 fi
 # The packages start their own daemons against /etc/slurm, which has no configuration:
 # stop them, so only the tests' cluster runs.
-for service in slurmctld slurmd munge; do
+for service in slurmctld slurmd slurmdbd munge mariadb; do
     as_root systemctl stop "$service" >/dev/null 2>&1 || true
 done
 echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)') and munge are installed"

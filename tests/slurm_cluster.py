@@ -1,8 +1,9 @@
 """A real single-node Slurm for the tests: munged, slurmctld and slurmd from Debian's
 packages, configured in a temporary directory on free loopback ports, as root, without
 cgroups (proctrack/linuxproc, task/none). jobacct_gather/linux with OverMemoryKill makes
-Slurm itself kill a job over its memory request. No slurmdbd: accounting is off, so the
-provider reads outcomes from the controller (scontrol) and the tasks' own records.
+Slurm itself kill a job over its memory request. Accounting runs: slurmdbd stores into a
+MariaDB of its own (no grant tables, loopback only), so `sacct` answers; a matrix's
+`slurm.outcomes: controller` reads outcomes as where accounting is off.
 
 Two partitions share the node: `debug` (the default) and `gpu`, which offers no GPU (for
 the test that asks one of it). A third, `remote`, holds a node that is not this machine
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel",
-                  "sinfo")
+                  "sinfo", "sacct", "slurmdbd", "mariadbd", "mariadb-install-db")
 NODE_CPUS = 4  # more than this machine's 2 cores (config_overrides): four sleep cells at once
 NODE_MEMORY_MB = 8192
 
@@ -94,8 +95,9 @@ class SlurmCluster:
         subprocess.run(["pkill", "-f", f"munged.*{self.root}"], capture_output=True)
 
 
-def start_cluster(root: Path) -> SlurmCluster:
-    """munged, slurmctld and slurmd configured under `root`; returns once the node is idle."""
+def start_cluster(root: Path, accounting: bool = True) -> SlurmCluster:
+    """munged, slurmctld and slurmd configured under `root`, and with `accounting` MariaDB
+    and slurmdbd too (so `sacct` answers); returns once the node is idle."""
     root.mkdir(parents=True, exist_ok=True)
     for folder in ("state", "spool", "log", "munge"):
         (root / folder).mkdir(exist_ok=True)
@@ -110,10 +112,12 @@ def start_cluster(root: Path) -> SlurmCluster:
                     f"--seed-file={root / 'munge' / 'munged.seed'}"], check=True, timeout=30)
     node = socket.gethostname()
     conf = root / "slurm.conf"
-    conf.write_text(_config(root, node, socket_path), encoding="utf-8")
+    dbd_port = _free_port() if accounting else None
+    conf.write_text(_config(root, node, socket_path, dbd_port), encoding="utf-8")
     env = {**os.environ, "SLURM_CONF": str(conf)}
-    processes = [_daemon([_binary("slurmctld"), "-D", "-i", "-f", str(conf)], env,
-                         root / "log" / "slurmctld.out")]
+    processes = _accounting(root, socket_path, dbd_port, env) if dbd_port else []
+    processes.append(_daemon([_binary("slurmctld"), "-D", "-i", "-f", str(conf)], env,
+                             root / "log" / "slurmctld.out"))
     time.sleep(1.0)
     processes.append(_daemon([_binary("slurmd"), "-D", "-f", str(conf)], env,
                              root / "log" / "slurmd.out"))
@@ -134,13 +138,59 @@ def start_cluster(root: Path) -> SlurmCluster:
     raise RuntimeError(f"the test Slurm did not come up:\n{logs}")
 
 
+def _accounting(root: Path, munge_socket: Path, dbd_port: int, env: dict[str, str]
+                ) -> list[subprocess.Popen[bytes]]:
+    """MariaDB in `root`/db on a free loopback port (no grant tables: nothing but slurmdbd
+    can reach it), and slurmdbd storing into it."""
+    db_port = _free_port()
+    subprocess.run([_binary("mariadb-install-db"), f"--datadir={root / 'db'}", "--user=root",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True, timeout=120)
+    database = _daemon([_binary("mariadbd"), "--no-defaults", f"--datadir={root / 'db'}",
+                        f"--socket={root / 'db.sock'}", f"--port={db_port}",
+                        "--bind-address=127.0.0.1", "--user=root", "--skip-grant-tables",
+                        f"--pid-file={root / 'mariadb.pid'}"], env, root / "log" / "mariadb.out")
+    deadline = time.monotonic() + 60
+    while not (root / "db.sock").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    dbd_conf = root / "slurmdbd.conf"
+    dbd_conf.write_text(f"""\
+AuthType=auth/munge
+AuthInfo=socket={munge_socket}
+DbdHost=localhost
+DbdPort={dbd_port}
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser=root
+StorageLoc=slurm_acct_db
+PidFile={root / 'slurmdbd.pid'}
+LogFile={root / 'log' / 'slurmdbd.log'}
+""", encoding="utf-8")
+    dbd_conf.chmod(0o600)
+    dbd = _daemon([_binary("slurmdbd"), "-D"], env, root / "log" / "slurmdbd.out")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", dbd_port)) == 0:
+                return [database, dbd]
+        time.sleep(0.3)
+    raise RuntimeError("slurmdbd did not come up: "
+                       + (root / "log" / "slurmdbd.log").read_text(errors="replace")[-2000:])
+
+
 def _daemon(command: list[str], env: dict[str, str], out: Path) -> subprocess.Popen[bytes]:
     with open(out, "wb") as log:  # the daemon keeps its own copy of the descriptor
         return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
 
-def _config(root: Path, node: str, munge_socket: Path) -> str:
+def _config(root: Path, node: str, munge_socket: Path, dbd_port: int | None) -> str:
+    storage = (f"AccountingStorageType=accounting_storage/slurmdbd\n"
+               f"AccountingStorageHost=localhost\nAccountingStoragePort={dbd_port}\n"
+               f"AccountingStoragePass={munge_socket}"  # the munge of slurmdbd's link
+               if dbd_port else "AccountingStorageType=accounting_storage/none")
     return f"""\
 ClusterName=matrixtest
 SlurmctldHost={node}
@@ -163,7 +213,7 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=1
 JobAcctGatherParams=OverMemoryKill
-AccountingStorageType=accounting_storage/none
+{storage}
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -185,5 +235,5 @@ PartitionName=remote Nodes=faraway MaxTime=INFINITE State=UP
 
 
 if __name__ == "__main__":
-    up = start_cluster(Path(sys.argv[1]).resolve())
+    up = start_cluster(Path(sys.argv[1]).resolve(), accounting="--no-accounting" not in sys.argv)
     print(f"export SLURM_CONF={up.conf}  # stop: kill {' '.join(str(p.pid) for p in up.processes)}")

@@ -149,7 +149,10 @@ def test_a_sweep_runs_as_one_named_array_with_the_records_of_a_local_run(slurm, 
     assert re.search(r"\| node \| env \| 0\.9 \| 1 \(1x\) \|", report), report
 
 
-def test_slurm_outcomes_become_statuses_and_the_other_cells_complete(slurm, tmp_path):
+@pytest.mark.parametrize("source", ["sacct", "controller"])
+def test_slurm_outcomes_become_statuses_and_the_other_cells_complete(slurm, tmp_path, source):
+    """Read from sacct (slurmdbd keeps the jobs) and from the controller and the tasks' own
+    files (as where accounting is off): the same statuses."""
     path = write(tmp_path / "m.yaml", """
         name: outcomes
         hardware:
@@ -166,8 +169,8 @@ def test_slurm_outcomes_become_statuses_and_the_other_cells_complete(slurm, tmp_
           - {hardware: small, workload: sleep, params: {seconds: 2, fault: oom}}
           - {hardware: small, workload: sleep, params: {seconds: 120}}
           - {hardware: small, workload: sleep, params: {seconds: 1}}
-        slurm: {poll_s: 0.5}
-        """)
+        slurm: {poll_s: 0.5, outcomes: SOURCE}
+        """.replace("SOURCE", source))
     sweep = start_sweep(path, tmp_path)
     run_dir = tmp_path / "reports" / "outcomes"
     try:
@@ -189,6 +192,8 @@ def test_slurm_outcomes_become_statuses_and_the_other_cells_complete(slurm, tmp_
     assert "Exceeded job memory limit" in cells[2]["log_tail"]  # Slurm's kill, not MemoryError
     assert cells[120]["status"] == "crashed", cells[120]
     assert "cancelled outside this sweep" in cells[120]["error"]
+    if source == "sacct":  # who cancelled it, as only accounting keeps it
+        assert "ended CANCELLED by 0" in cells[120]["error"], cells[120]["error"]
     assert tasks_of(slurm, "outcomes") == {}
 
 

@@ -108,6 +108,9 @@ class Slurm(_Strict):
     max_parallel: int = Field(default=8, ge=1, le=100_000)  # array tasks running at once
     queue_timeout_s: float = Field(default=6 * 3600.0, gt=0, le=MAX_TIMEOUT_S)  # then cancelled
     poll_s: float = Field(default=10.0, ge=0.2, le=600)  # how often the driver asks Slurm
+    # Where a task's end is read: sacct where accounting runs (auto), or the controller
+    # (scontrol, which forgets a job MinJobAge after it ends) and the task's own files.
+    outcomes: Literal["auto", "sacct", "controller"] = "auto"
     # The Python the array tasks run the worker with, on the nodes (a path on the shared
     # filesystem); default: the one running `matrix run`.
     python: str | None = None

@@ -78,7 +78,8 @@ class SlurmGroup:
                                   dict(launch.estimate_s))
 
     def __enter__(self) -> SlurmGroup:
-        self.accounting = commands.accounting_on()
+        self.accounting = self.settings.outcomes == "sacct" or (
+            self.settings.outcomes == "auto" and commands.accounting_on())
         self.script = task_script(self.run_dir, self.settings.python)
         rest = self._take_over()
         by_hardware: dict[str, list[Cell]] = {}

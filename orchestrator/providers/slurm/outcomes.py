@@ -47,7 +47,9 @@ class TaskState:
 
 
 def task_states(array_id: str, accounting: bool) -> dict[int, TaskState]:
-    """Index -> state of every task of the array that Slurm still knows."""
+    """Index -> state of every task of the array that Slurm still knows. Where a task is
+    listed twice (sacct lists a pending range a moment after one of its tasks started),
+    the state past PENDING wins."""
     return _from_sacct(array_id) if accounting else _from_controller(array_id)
 
 
@@ -56,6 +58,8 @@ def _from_sacct(array_id: str) -> dict[int, TaskState]:
     for row in commands.accounted(array_id):
         base, _, detail = row.get("State", "").partition(" ")
         for index in _indices(row.get("JobID", "").partition("_")[2]):
+            if base == "PENDING" and index in states:
+                continue  # a stale pending range still lists a task that has started
             states[index] = TaskState(index, base, detail or row.get("Reason", ""),
                                       row.get("ExitCode", ""), row.get("NodeList", ""),
                                       _seconds(row.get("Elapsed", "")))
@@ -69,6 +73,8 @@ def _from_controller(array_id: str) -> dict[int, TaskState]:
             continue
         reason = job.get("Reason", "")
         for index in _indices(job.get("ArrayTaskId", "")):
+            if job.get("JobState") == "PENDING" and index in states:
+                continue
             states[index] = TaskState(index, job.get("JobState", ""),
                                       "" if reason == "None" else reason,
                                       job.get("ExitCode", ""), job.get("NodeList", ""),

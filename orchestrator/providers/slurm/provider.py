@@ -80,6 +80,9 @@ class SlurmProvider(BaseProvider):
             raise commands.SlurmError("sbatch and squeue are not on PATH: run matrix on a "
                                       "Slurm login node for kind slurm hardware")
         run_dir = run_dir.resolve()
+        if spec.slurm.outcomes == "sacct" and not commands.accounting_on():
+            raise commands.SlurmError("slurm.outcomes is sacct, but this cluster keeps no "
+                                      "accounting (AccountingStorageType): use auto")
         for hardware in {c.hardware.name: c.hardware for c in cells}.values():
             assert hardware.partition is not None
             partition = commands.partition(hardware.partition)
