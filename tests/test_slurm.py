@@ -259,6 +259,30 @@ def test_a_lost_node_ends_its_task_node_lost_and_the_cell_runs_once_more(slurm, 
     assert (cell["status"], cell["attempts"]) == ("ok", 2)
 
 
+def test_a_priced_entry_stops_what_the_budget_cannot_afford(slurm, tmp_path):
+    """$3600/h and the sleep workload's 600 s timeout: each cell may cost $600, so with
+    budget_usd 1000 the plan is refused, and past the refusal the running cell leaves no
+    room for the next: the two waiting behind it end budget_stopped. (Cells of 10 s: sacct
+    learns of a start from slurmdbd a moment late, and must see the first one run.)"""
+    path = write(tmp_path / "m.yaml", """
+        name: priced
+        hardware: [{name: node, kind: slurm, partition: debug, cpus: 1, price_per_hour: 3600}]
+        stacks: [{name: env, executor: process}]
+        workloads: [{name: sleep, params: {seconds: [10, 10.1, 10.2]}}]
+        budget_usd: 1000
+        slurm: {poll_s: 0.5, max_parallel: 1}
+        """)
+    refused = run_cli("run", str(path), cwd=tmp_path)
+    assert refused.returncode == 2 and "over budget_usd 1000" in refused.stderr
+    assert tasks_of(slurm, "priced") == {}
+    done = run_cli("run", str(path), "--allow-over-budget", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cells = by_seconds(tmp_path / "reports" / "priced")
+    assert sorted(c["status"] for c in cells.values()) == ["budget_stopped"] * 2 + ["ok"]
+    assert all("budget_usd 1000 reached" in c["error"] for c in cells.values()
+               if c["status"] == "budget_stopped")
+
+
 def test_a_drained_node_makes_cells_wait_until_their_queue_timeout(slurm, tmp_path):
     slurm.scontrol("update", f"nodename={slurm.node}", "state=drain", "reason=matrix-test")
     path = sleep_matrix(tmp_path, "drained", [1, 2], queue_timeout_s=4)

@@ -110,20 +110,19 @@ class SlurmGroup:
 
     def _cancel_live(self) -> None:
         with self.lock:
-            live = sorted({task.array_id for task in self.tasks.values()})
-            count = len(self.tasks)
+            live = sorted(self.tasks)  # task by task: an adopted array may hold others
+            arrays = sorted({task.array_id for task in self.tasks.values()})
             self.tasks.clear()
         if live:
             commands.cancel(*live)
-            self.launch.say(f"slurm: cancelled {count} task(s) of this run (scancel "
-                            f"{' '.join(live)}); the next matrix run runs them again")
+            self.launch.say(f"slurm: cancelled {len(live)} task(s) of this run (job array "
+                            f"{', '.join(arrays)}); the next matrix run runs them again")
 
     def _take_over(self) -> list[Cell]:
         """Follow the run's live tasks and journal the records its tasks left; the cells
         with neither, which are still to be submitted."""
         wanted = {cell.cell_id: cell for cell in self.launch.cells}
-        adopted = recovered = 0
-        stale: set[str] = set()
+        adopted = recovered = elsewhere = 0
         for queued in commands.queued(job_name(self.run_dir)):
             found = parse_comment(queued.comment)
             array_id, _, index = queued.job_id.partition("_")
@@ -133,7 +132,7 @@ class SlurmGroup:
             cell = submission.cells[int(index)] if submission and \
                 int(index) < len(submission.cells) else None
             if submission is None or cell is None or cell.cell_id not in wanted:
-                stale.add(queued.job_id)  # its cell has a record now: never run twice
+                elsewhere += 1  # a cell outside this sweep's selection (--only)
                 continue
             self._follow_task(wanted.pop(cell.cell_id), submission, int(index), array_id, 1)
             adopted += 1
@@ -143,11 +142,13 @@ class SlurmGroup:
             if submission is None or not 0 <= number < len(submission.cells):
                 continue
             cell = submission.cells[number]
-            if cell.cell_id in wanted:
+            if cell.cell_id in wanted:  # the others wait for a sweep that runs their cell
                 self.launch.record(wanted.pop(cell.cell_id), _read_records(records_file))
+                records_file.unlink(missing_ok=True)
                 recovered += 1
-            records_file.unlink(missing_ok=True)
-        commands.cancel(*sorted(stale))
+        if elsewhere:
+            self.launch.say(f"slurm: {elsewhere} task(s) of this run are for cells this sweep "
+                            "does not run; they go on, and a later matrix run journals them")
         if adopted or recovered:
             self.launch.say(f"slurm: {adopted} task(s) of this run still queued or running "
                             f"are followed again, and {recovered} finished while no driver "
@@ -224,7 +225,7 @@ class SlurmGroup:
         if state is not None and state.state == "PENDING":
             if state.detail == THROTTLED:
                 task.queued_since = now
-            elif now - task.queued_since > self.settings.queue_timeout_s:
+            if now - task.queued_since > self.settings.queue_timeout_s:
                 self._stop(task, Status.QUEUE_TIMEOUT, (
                     f"waited {now - task.queued_since:.0f} s in Slurm's queue (reason: "
                     f"{state.detail or 'none given'}), past slurm.queue_timeout_s "
