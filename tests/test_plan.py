@@ -68,7 +68,8 @@ def test_a_plan_fits_an_80_column_pipe_and_scripts_get_every_cell(tmp_path):
     tables = [line for line in lines if line.startswith(("  ", "┃", "│", "┏", "┡", "└", " ─"))]
     assert tables and max(len(line) for line in tables) <= 80
     assert len(lines) < 100  # a summary, not a line per cell
-    header = " ".join(lines[:2])
+    assert max(len(line) for line in lines if not line.startswith("run directory: ")) <= 80
+    header = " ".join(lines[:3])
     rows = json.loads(run_cli("plan", aws_p3, "--format", "json", cwd=tmp_path).stdout)
     to_run = [r for r in rows if r["action"] == "run"]
     assert f"{len(rows)} grid cells" in header and f": {len(to_run)} to run," in header

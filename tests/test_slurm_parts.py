@@ -113,8 +113,11 @@ def test_the_plan_says_partition_node_hours_and_cost_per_slurm_entry(tmp_path):
         """)
     done = run_cli("plan", str(path), cwd=tmp_path, env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()
+               if not line.startswith("run directory: ")) <= 80  # a path is never cut
+    words = " ".join(done.stdout.split())  # the lines wrap at 80 columns
     assert ("slurm a100: partition gpu, 3 task(s) of 1 GPU(s), 64 GB, 6.00 node-hours "
-            "requested (3 x 2:00:00), up to $15.00 at $2.5/h") in done.stdout
+            "requested (3 x 2:00:00), up to $15.00 at $2.5/h") in words
     assert "slurm cpu: partition debug, 3 task(s) of the defaults, each up to the " \
-           "partition's time limit" in done.stdout
+           "partition's time limit" in words
     assert "price: a100 $2.5/h (declared in the matrix" in done.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
@@ -44,7 +45,7 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
         return
     grid = len(plan.to_run) + len(plan.skipped)
     ruled_out = sum(s.reason.startswith(EXCLUDED) for s in plan.skipped)
-    console.print(f"{spec.name}: {grid} grid cells (repeats included), {grid - ruled_out} "
+    console.print(f"{spec.name}\n{grid} grid cells (repeats included), {grid - ruled_out} "
                   f"after the exclude and include rules:\n{len(plan.to_run)} to run, "
                   f"{len(plan.skipped) - ruled_out} skipped (reasons below)\n"
                   f"run directory: {store.root}", highlight=False)
@@ -53,7 +54,7 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
         _show_cells(plan, console)
     _show_images(spec, plan.to_run, console)
     for line in _provider_lines(spec, plan.to_run):
-        console.print(line, highlight=False, markup=False)
+        _say(console, line)
     total = plan.total_estimate_s()
     console.print("estimate: " + ("unknown for some cells (no history, no declared estimate)"
                                   if total is None else f"about {total / 60:.1f} min"))
@@ -99,6 +100,12 @@ def _show_groups(plan: Plan, console: Console) -> None:
         for reason, count in reasons.most_common():
             table.add_row(str(count), reason)
         console.print(table)
+
+
+def _say(console: Console, line: str) -> None:
+    """A line of plain text, wrapped to the terminal (never cut), without markup."""
+    console.print(textwrap.fill(line, width=max(40, console.width - 1), subsequent_indent="  "),
+                  highlight=False, markup=False)
 
 
 def _provider_lines(spec: MatrixSpec, cells: list[Cell]) -> list[str]:
@@ -175,7 +182,7 @@ def _show_repeat_range(spec: MatrixSpec, plan: Plan, console: Console) -> None:
 
 def _show_cost(spec: MatrixSpec, plan: Plan, console: Console) -> None:
     """Each price with its source and date, and the plan's worst case against the budget."""
-    prices = plan_prices(spec, plan, say=lambda line: console.print(line, highlight=False),
+    prices = plan_prices(spec, plan, say=lambda line: _say(console, line),
                     warn=lambda line: console.print(f"[yellow]{line}[/]"))
     if not prices:
         return
