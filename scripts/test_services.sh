@@ -27,4 +27,4 @@ fi
 for service in slurmctld slurmd slurmdbd munge mariadb; do
     as_root systemctl stop "$service" >/dev/null 2>&1 || true
 done
-echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)') and munge are installed"
+echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge and MariaDB are installed"
