@@ -263,6 +263,8 @@ def remove_leftovers(names: list[str], owned_runs: set[str], dry_run: bool, regi
                      ) -> tuple[list[str], list[str]]:
     """Each named provider's `remove_leftovers`: (what was done, one line per provider that
     could not be asked: no credentials, no Slurm). One failing does not stop the others."""
+    from orchestrator.images.engine import first_line
+
     if unknown := sorted(set(names) - set(_REGISTRY)):
         raise UnknownProvider(f"no provider {', '.join(unknown)} (there are "
                               f"{', '.join(provider_names())})")
@@ -271,8 +273,7 @@ def remove_leftovers(names: list[str], owned_runs: set[str], dry_run: bool, regi
         try:
             actions += provider_named(name).remove_leftovers(owned_runs, dry_run, region)
         except Exception as exc:  # an SDK's or a command's error, whatever the provider
-            said = next((line for line in str(exc).splitlines() if line.strip()), repr(exc))
-            failures.append(f"{name}: not checked: {said}")
+            failures.append(f"{name}: not checked: {first_line(exc)}")
     return actions, failures
 
 

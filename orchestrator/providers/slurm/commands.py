@@ -48,17 +48,16 @@ class Partition:
     name: str
     hosts: tuple[str, ...]  # its nodes' host names
     gpus: int  # the most GPUs one of its nodes offers (gres gpu), 0 if none
-    time_limit: str  # "infinite" or Slurm's D-HH:MM:SS
 
 
 def partition(name: str) -> Partition | None:
     """The partition as sinfo sees it, or None if there is none of that name."""
-    lines = run("sinfo", "-h", "-N", "-p", name, "-o", "%n|%G|%l").splitlines()
-    rows = [line.split("|") for line in lines if line.count("|") == 2]
+    lines = run("sinfo", "-h", "-N", "-p", name, "-o", "%n|%G").splitlines()
+    rows = [line.split("|") for line in lines if line.count("|") == 1]
     if not rows:
         return None
     return Partition(name=name, hosts=tuple(sorted({row[0] for row in rows})),
-                     gpus=max(_gres_gpus(row[1]) for row in rows), time_limit=rows[0][2])
+                     gpus=max(_gres_gpus(row[1]) for row in rows))
 
 
 def _gres_gpus(gres: str) -> int:

@@ -88,9 +88,6 @@ class Submission(BaseModel):
     def task_log(self, index: int) -> Path:
         return self.folder / f"task-{index}.log"
 
-    def task_id(self, array_id: str, index: int) -> str:
-        return f"{array_id}_{index}"
-
 
 def new_submission(run_dir: Path, hardware: str, cells: list[Cell],
                    images: dict[str, ImageRef], tool: ToolInfo) -> Submission:
