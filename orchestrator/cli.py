@@ -11,10 +11,11 @@ import sys
 import warnings
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
+from orchestrator.database.commands import Db, db_app, history_app
 from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.compare import RULE as COMPARE_RULE
 
@@ -35,6 +36,8 @@ Only = Annotated[list[str] | None, typer.Option(
     "--only", help="Run a subset: KEY=V1,V2 where KEY is hardware, stack, workload or a "
                    "parameter; repeat to combine.")]
 Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already finished ok.")]
+app.add_typer(db_app, name="db")
+app.add_typer(history_app, name="history")
 
 
 def _console() -> Console:
@@ -66,13 +69,15 @@ def run(
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Show Ray's own output (else kept in the run's ray.log).")
     ] = False,
+    db: Db = None,
 ) -> None:
-    """Run every cell of the matrix that has not finished ok yet, then write the report."""
+    """Run every cell of the matrix that has not finished ok yet, then write the report;
+    each cell is journalled in the run directory and indexed in the results store."""
     from orchestrator.run.sweep import SweepOptions, run_sweep
 
     options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
                            only=_selectors(only), rerun=rerun,
-                           allow_over_budget=allow_over_budget, verbose=verbose)
+                           allow_over_budget=allow_over_budget, verbose=verbose, db=db)
     summary = run_sweep(matrix_file, options, _console())
     if summary.interrupted:
         raise typer.Exit(130)
@@ -153,45 +158,9 @@ def cluster_config(
     Ray's schema, and make (or put right) its security group `matrix-bench-<name>`: SSH from
     the one range, Ray among the nodes, nothing else. Needs AWS credentials; the AMI is
     aws.ami or the Deep Learning Base AMI (SSM)."""
-    import yaml
+    from orchestrator.providers.aws.config_file import write_cluster_config
 
-    from orchestrator.providers.aws.cluster import Clients, security_group
-    from orchestrator.providers.aws.network import ssh_cidr_problem
-    from orchestrator.providers.aws.ray_cluster import ClusterConfigError, node_setup, validated
-    from orchestrator.providers.aws.ray_cluster import cluster_config as render
-    from orchestrator.spec.load import load_spec
-
-    spec = load_spec(matrix_file)
-    aws = spec.aws
-    if aws is None:
-        raise ClusterConfigError("the matrix has no aws section, so no EC2 cluster")
-    cidr = ssh_cidr or aws.ssh_cidr
-    if cidr is None:
-        raise ClusterConfigError("give --ssh-cidr or aws.ssh_cidr: the one address range that "
-                                 "may reach the nodes over SSH")
-    if problem := ssh_cidr_problem(cidr):
-        raise ClusterConfigError(f"--ssh-cidr {problem}")
-    clients = Clients.for_region(aws.region)
-    if aws.ami:
-        ami = aws.ami
-    else:
-        from orchestrator.providers.aws.aws import default_ami
-
-        ami = default_ami(clients.ssm)
-    setup = node_setup()
-
-    def render_for(group: str) -> dict[str, Any]:
-        return render(spec, run_id=spec.name, ami=ami, key_name=f"matrix-bench-{spec.name}",
-                      ssh_private_key=f"~/.ssh/matrix-bench-{spec.name}.pem",
-                      security_group_id=group, setup_commands=setup)
-
-    validated(render_for("sg-0"))  # Ray's schema first: nothing is made for a bad config
-    group = security_group(clients.ec2, spec.name, cidr, aws.subnet_id)
-    config = render_for(group)
-    output.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    typer.echo(f"{output}: {len(config['available_node_types']) - 1} EC2 node types, "
-               f"AMI {ami}, region {aws.region}, security group {group} (SSH from {cidr} "
-               "only)")
+    typer.echo(write_cluster_config(matrix_file, output, ssh_cidr))
 
 
 @app.command()

@@ -70,7 +70,7 @@ step "installed $(.venv/bin/python -c 'import torch; print(f"torch {torch.__vers
     f" (CUDA {torch.version.cuda})" if torch.version.cuda else " (CPU only)"))')"
 if [[ "${1:-}" == "--dev" ]]; then
     step "installing matrix-bench with the extras ${extras}: the frameworks the tests run" \
-         "(TensorFlow, JAX, transformers), boto3, moto, pytest, ruff, mypy; about 2 GB"
+         "(TensorFlow, JAX, transformers), boto3, moto, psycopg, pytest, ruff, mypy; about 2 GB"
 else
     step "installing matrix-bench and its dependencies (Ray, pandas, pyarrow, Docker SDK," \
          "matplotlib; about 0.8 GB)"

@@ -4,6 +4,8 @@
 # - Slurm (slurmctld, slurmd, slurmdbd, its client commands), munge and MariaDB:
 #   tests/slurm_cluster.py runs a one-node cluster with accounting in a temporary
 #   directory for the Slurm tests.
+# - PostgreSQL's server: tests/postgres_server.py runs one from initdb and pg_ctl in a
+#   temporary directory for the results store's tests.
 # Nothing is started here, and nothing is installed that is already there.
 set -euo pipefail
 
@@ -16,15 +18,16 @@ command -v sbatch >/dev/null || missing+=(slurm-client)
 [[ -x /usr/sbin/slurmdbd ]] || missing+=(slurmdbd)
 [[ -x /usr/sbin/munged ]] || missing+=(munge)
 [[ -x /usr/sbin/mariadbd ]] || missing+=(mariadb-server)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
-    echo "test_services: installing ${missing[*]} (about 200 MB with MariaDB)" >&2
+    echo "test_services: installing ${missing[*]} (about 250 MB with MariaDB and PostgreSQL)" >&2
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 fi
 # The packages start their own daemons against /etc/slurm, which has no configuration:
 # stop them, so only the tests' cluster runs.
-for service in slurmctld slurmd slurmdbd munge mariadb; do
+for service in slurmctld slurmd slurmdbd munge mariadb postgresql; do
     as_root systemctl stop "$service" >/dev/null 2>&1 || true
 done
-echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge and MariaDB are installed"
+echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge, MariaDB and PostgreSQL $(dpkg-query -W -f='${Version}' postgresql 2>/dev/null || echo '(version unknown)') are installed"

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres_server import PostgresServer
+
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"
 
@@ -29,6 +31,10 @@ _RAY_TOKEN = Path(tempfile.mkdtemp(prefix="matrix-bench-ray-")) / "auth_token"
 _RAY_TOKEN.write_text(secrets.token_hex(32))
 os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(_RAY_TOKEN),
                   RAY_USAGE_STATS_ENABLED="0")
+# Every sweep of the session indexes its cells into one SQLite store of the session's (a team's
+# shared store in miniature), never into the project's reports/; tests of the default unset it.
+_STORE = Path(tempfile.mkdtemp(prefix="matrix-bench-store-")) / "results.db"
+os.environ["MATRIX_BENCH_DB"] = f"sqlite:///{_STORE}"
 # What the test cluster's processes (a head driver job's boto3) sign moto's requests with.
 FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_DEFAULT_REGION": "us-east-1"}
@@ -193,6 +199,23 @@ def image_env(tmp_path_factory: pytest.TempPathFactory) -> ImageEnv:
     locks = write_locks(tmp_path_factory.mktemp("locks"), wheelhouse)
     return ImageEnv(client=client, base_image=ensure_base_image(client),
                     wheelhouse=wheelhouse, locks=locks)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL for the session (tests/postgres_server.py), stopped at its end."""
+    from tests.postgres_server import postgres_missing, start_postgres
+
+    missing = postgres_missing()
+    if missing:
+        if os.environ.get("MATRIX_BENCH_REQUIRE_POSTGRES"):
+            pytest.fail(f"MATRIX_BENCH_REQUIRE_POSTGRES is set but {missing}")
+        pytest.skip(f"needs PostgreSQL: {missing} (bash scripts/test_services.sh)")
+    root = Path(tempfile.mkdtemp(prefix="matrix-bench-pg-"))  # a folder its user can reach
+    server = start_postgres(root)
+    yield server
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -248,23 +248,31 @@ class ResultStore:
             if line.strip():
                 yield number, line, number >= end
 
-    def results(self) -> list[CellResult]:
-        """The final attempt of every cell that has one, in journal order of those attempts."""
+    def attempts(self) -> list[CellResult]:
+        """Every cell attempt that reached its cell record, in journal order (the results
+        store keeps them all; a rerun's earlier attempts included)."""
         pending: dict[str, list[Record]] = {}
-        final: dict[str, CellResult] = {}
+        ended: list[CellResult] = []
         for record in self.read():
             batch = pending.setdefault(record.cell_id, [])
             if isinstance(record, ProvenanceRecord):
                 batch.clear()  # a new attempt starts; records of a torn one are dropped
             batch.append(record)
             if isinstance(record, CellRecord):
-                final.pop(record.cell_id, None)
-                final[record.cell_id] = CellResult(
+                ended.append(CellResult(
                     cell=record,
                     provenance=next((r for r in batch if isinstance(r, ProvenanceRecord)), None),
                     measurements=[r for r in batch if isinstance(r, MeasurementRecord)],
-                )
+                ))
                 pending.pop(record.cell_id)
+        return ended
+
+    def results(self) -> list[CellResult]:
+        """The final attempt of every cell that has one, in journal order of those attempts."""
+        final: dict[str, CellResult] = {}
+        for attempt in self.attempts():
+            final.pop(attempt.cell.cell_id, None)
+            final[attempt.cell.cell_id] = attempt
         return list(final.values())
 
     # -- the flat join -----------------------------------------------------------------------

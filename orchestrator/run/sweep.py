@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.database.live import SweepIndex
 from orchestrator.errors import DriverNodeLost
 from orchestrator.executors import remove_leftovers
 from orchestrator.executors.outcome import ToolInfo
@@ -54,6 +55,7 @@ class SweepOptions:
     rerun: bool = False
     allow_over_budget: bool = False
     verbose: bool = False  # Ray's own output on the terminal, not in the run's ray.log
+    db: str | None = None  # the results store's URL: --db; None: MATRIX_BENCH_DB or the default
     # Settings a launching provider reads (`Launch.options`): for aws, `launcher` (how its
     # cluster comes up; tests bring one up locally) and `follower_grace_s`.
     provider_options: dict[str, Any] = field(default_factory=dict)
@@ -90,19 +92,27 @@ def tool_info() -> ToolInfo:
 
 def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> SweepSummary:
     spec = load_spec(spec_path)
+    index = SweepIndex.open(options.db, warn=lambda line: console.print(
+        f"warning: {line}", style="yellow", markup=False, highlight=False))
     store = ResultStore(run_dir_for(spec, options.output))
-    store.acquire()
-    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
-        store.check_appendable(spec.name)
-        return _run_locked(spec, store, options, console)
-    except OSError as exc:
-        if exc.errno in FULL:  # a cell's files or the outputs: the journal is whole
-            raise disk_full(Path(exc.filename or store.root), exc) from None
-        raise
+        store.acquire()
+        previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+        try:
+            store.check_appendable(spec.name)
+            if index is not None:
+                index.catch_up(store)
+            return _run_locked(spec, store, options, console, index)
+        except OSError as exc:
+            if exc.errno in FULL:  # a cell's files or the outputs: the journal is whole
+                raise disk_full(Path(exc.filename or store.root), exc) from None
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            store.release()
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        store.release()
+        if index is not None:
+            index.close()
 
 
 def _terminate_as_interrupt(signum: int, frame: object) -> None:
@@ -111,7 +121,7 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 
 
 def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
-                console: Console) -> SweepSummary:
+                console: Console, index: SweepIndex | None) -> SweepSummary:
     sweep = _Sweep(spec, store, options, console)
     save_declarations(store.root, [load_workload(w.name) for w in spec.workloads if w.command])
     plan = sweep.plan()
@@ -119,7 +129,8 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     statuses: Counter[str] = Counter()
     interrupted, stopped = False, None  # stopped: the fault that ended it before its cells ran
     try:
-        sweep.execute(plan, launched, _Recorder(store, prices, statuses, spec.target_cv))
+        sweep.execute(plan, launched, _Recorder(store, prices, statuses, spec.target_cv,
+                                                index))
     except KeyboardInterrupt:
         interrupted = True
     except DriverNodeLost as exc:
@@ -127,7 +138,10 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     except BaseException:
         sweep.close()
         raise
-    return sweep.finish(plan, statuses, interrupted, stopped)
+    summary = sweep.finish(plan, statuses, interrupted, stopped)
+    if index is not None and not index.lost:
+        sweep.say(f"store:   {index.results.url.shown}")
+    return summary
 
 
 class _Sweep:
@@ -295,12 +309,14 @@ class _Waves:
 @dataclass
 class _Recorder:
     """Where every cell's records go, from this thread or a provider's group's: the attempt
-    number and the price are set, the batch is journalled, the progress shows it."""
+    number and the price are set, the batch is journalled, then indexed in the results
+    store, and the progress shows it."""
 
     store: ResultStore
     prices: dict[str, Price]
     statuses: Counter[str]
     target_cv: float | None = None  # repeats: {until_cv}, recorded with each cell
+    index: SweepIndex | None = None  # the results store, written after the journal
     progress: SweepProgress | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -325,6 +341,8 @@ class _Recorder:
             records = with_price(records, cell.hardware.instance_type,
                                  self.prices.get(cell.hardware.name))
             self.store.append(records)
+            if self.index is not None:
+                self.index.add(records)
             ended = records[-1]
             assert isinstance(ended, CellRecord)
             self.statuses[ended.status.value] += 1

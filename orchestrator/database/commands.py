@@ -1,0 +1,189 @@
+"""`matrix db ...` and `matrix history ...`: the results store's commands (cli.py adds them).
+
+Heavy modules are imported inside the commands, as in cli.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.database.history_view import Format
+from orchestrator.database.url import DEFAULT, ENV
+from orchestrator.report.compare import RULE as COMPARE_RULE
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+    from orchestrator.database.results_db import ResultsDB
+
+DB_HELP = (f"The results store: sqlite:///PATH or postgresql://USER@HOST/DB (default: ${ENV}, "
+           f"else {DEFAULT} under the current folder).")
+Db = Annotated[str | None, typer.Option("--db", help=DB_HELP, show_default=False)]
+Workload = Annotated[list[str] | None, typer.Option(
+    "--workload", help="Only these workloads (repeat, or comma-separate).")]
+Hardware = Annotated[list[str] | None, typer.Option(
+    "--hardware", help="Only these hardware names (repeat, or comma-separate).")]
+Stack = Annotated[list[str] | None, typer.Option(
+    "--stack", help="Only these stacks (repeat, or comma-separate).")]
+Since = Annotated[str | None, typer.Option(
+    "--since", help="Only cells started on or after this date (YYYY-MM-DD, UTC).")]
+FormatOption = Annotated[Format, typer.Option("--format", help="table, csv or json.")]
+
+db_app = typer.Typer(help="The results store: every run's records in one database.",
+                     no_args_is_help=True)
+history_app = typer.Typer(
+    help="Questions across every run in the results store (the repeat is the unit).",
+    no_args_is_help=True)
+
+
+def _open(db: str | None, create: bool) -> ResultsDB:
+    from orchestrator.database.results_db import ResultsDB
+    from orchestrator.database.url import StoreURLError, resolve
+
+    url = resolve(db)
+    if url is None:
+        raise StoreURLError("--db none names no results store: give its URL")
+    return ResultsDB.open(url, create=create)
+
+
+@db_app.command(name="import")
+def import_runs(
+    sources: Annotated[list[str], typer.Argument(
+        help="Run directories or s3://BUCKET/PREFIX/RUN URIs.", show_default=False)],
+    db: Db = None,
+    region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
+) -> None:
+    """Add runs to the store from their journals; what is there already is kept as it is."""
+    from orchestrator.results.runs import local_run
+
+    stores = [local_run(source, region) for source in sources]  # every one found first
+    results = _open(db, create=True)
+    try:
+        for store in stores:
+            written = results.import_run(store)
+            typer.echo(f"{store.root}: {written.attempts} cell attempt(s), "
+                       f"{written.new_attempts} new, {written.new_measurements} new "
+                       "measurement(s)")
+        typer.echo(f"store: {results.url.shown}")
+    finally:
+        results.close()
+
+
+@db_app.command()
+def info(db: Db = None) -> None:
+    """Where the store is, its schema version, and how many runs and cells it holds."""
+    from orchestrator.database.schema import stored_version
+
+    results = _open(db, create=False)
+    try:
+        conn = results.db
+        runs, = conn.query("SELECT COUNT(*) FROM runs")[0]
+        cells, = conn.query("SELECT COUNT(*) FROM cells")[0]
+        rows, = conn.query("SELECT COUNT(*) FROM measurements")[0]
+        typer.echo(f"store: {results.url.shown} (schema version {stored_version(conn)})\n"
+                   f"{runs} run(s), {cells} cell attempt(s), {rows} measurement(s)")
+    finally:
+        results.close()
+
+
+def _samples(workload: list[str] | None, hardware: list[str] | None,
+             stack: list[str] | None, since: str | None, db: str | None) -> pd.DataFrame | None:
+    """The repeats the options select (history.repeats); None, said, when there are none."""
+    from orchestrator.database.history import Filters, as_sequence, repeats, since_stamp
+
+    if since is not None:
+        since_stamp(since)  # a bad date is one line before the store is opened
+    filters = Filters(as_sequence(workload), as_sequence(hardware), as_sequence(stack), since)
+    results = _open(db, create=False)
+    try:
+        samples = repeats(results.db, filters)
+    finally:
+        results.close()
+    if samples.empty:
+        typer.echo(f"no results that ended ok in {results.url.shown} match")
+        return None
+    return samples
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+@history_app.command(name="best")
+def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = None,
+         since: Since = None, format: FormatOption = Format.TABLE, db: Db = None) -> None:
+    """Per workload, across all runs: the fastest configuration (median items/s of its
+    repeats in one run) and, where rows carry a price, the cheapest per million items;
+    with the run and date that measured it. Rows flagged implausible never win."""
+    from orchestrator.database.history import best as best_of
+    from orchestrator.database.history_view import show_frame
+
+    samples = _samples(workload, hardware, stack, since, db)
+    if samples is None:
+        return
+    picks = best_of(samples)
+    if format is Format.TABLE:  # one column fewer at 80: the workload leads the label
+        picks["label"] = picks["workload"] + " " + picks["label"]
+        columns = {"best": "best", "label": "configuration", "items_per_s": "median",
+                   "usd_per_million_items": "$/M", "repeats": "n", "date": "date",
+                   "location": "run"}
+    else:
+        columns = {"workload": "workload", "best": "best", "label": "configuration",
+                   "config_id": "config_id", "items_per_s": "items_per_s",
+                   "item_unit": "item_unit", "usd_per_million_items": "usd_per_million_items",
+                   "repeats": "repeats", "date": "date", "run": "run", "location": "location"}
+    show_frame(picks, columns, format, _console())
+
+
+@history_app.command(name="trend")
+def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = None,
+          since: Since = None, format: FormatOption = Format.TABLE, db: Db = None) -> None:
+    """Each configuration's figures in every run, oldest first: repeats, median items/s and
+    their range, the memory peak and the cost per million items."""
+    from orchestrator.database.history import per_run
+    from orchestrator.database.history_view import show_frame
+
+    samples = _samples(workload, hardware, stack, since, db)
+    if samples is None:
+        return
+    runs = per_run(samples)
+    if format is Format.TABLE:  # one column fewer at 80: the workload leads the label
+        runs["label"] = runs["workload"] + " " + runs["label"]
+        columns = {"label": "configuration", "date": "date", "repeats": "n",
+                   "items_per_s": "median", "spread": "spread", "mem_peak_bytes": "memory",
+                   "usd_per_million_items": "$/M", "location": "run"}
+    else:
+        columns = {"workload": "workload", "label": "configuration", "config_id": "config_id",
+                   "date": "date", "repeats": "repeats", "items_per_s": "items_per_s",
+                   "lowest": "lowest", "highest": "highest", "item_unit": "item_unit",
+                   "mem_peak_bytes": "mem_peak_bytes",
+                   "usd_per_million_items": "usd_per_million_items", "run": "run",
+                   "location": "location"}
+    show_frame(runs, columns, format, _console())
+
+
+@history_app.command(name="regressions", help=f"""Each configuration's latest run against
+its earlier runs (up to --baseline-runs, their repeats pooled). {COMPARE_RULE} Exit code 1
+when any regression is marked, else 0.""")
+def regressions(workload: Workload = None, hardware: Hardware = None, stack: Stack = None,
+                since: Since = None, format: FormatOption = Format.TABLE, db: Db = None,
+                threshold: Annotated[float, typer.Option(
+                    min=0.0, max=1.0, help="The smallest change that counts (0.05: 5%).")
+                ] = 0.05,
+                baseline_runs: Annotated[int, typer.Option(
+                    min=1, help="How many earlier runs the latest is compared with.")] = 5,
+                ) -> None:
+    from orchestrator.database.history import regressions as judge
+    from orchestrator.database.history_view import show_regressions
+
+    samples = _samples(workload, hardware, stack, since, db)
+    if samples is None:
+        return
+    found, alone = judge(samples, threshold, baseline_runs)
+    if show_regressions(found, alone, threshold, format, _console()):
+        raise typer.Exit(1)

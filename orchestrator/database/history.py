@@ -1,0 +1,201 @@
+"""`matrix history`: questions across every run in the store.
+
+The unit is the repeat, as in `matrix compare` (report/compare.py): each cell attempt that
+is its cell's final one in its run and ended ok counts once, by the median items/s of its
+timed epochs. A configuration (`config_id`) seen in a run has that run's repeats; its figure
+there is their median.
+
+- best: per workload, the fastest configuration-in-a-run, and the cheapest per million
+  items where rows carry a price; a row flagged implausible never wins.
+- trend: a configuration's figure in each run, oldest first.
+- regressions: each configuration's latest run against its earlier runs (up to
+  `baseline_runs` of them, their repeats pooled), judged by compare's rule.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.database.connection import Connection
+from orchestrator.errors import MatrixError
+from orchestrator.report.compare import MIN_REPEATS, Verdict, bootstrap_interval, verdict
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+BASELINE_RUNS = 5
+
+
+class HistoryFilterError(MatrixError):
+    """A `matrix history` option that cannot select anything (a date that is not one)."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    workloads: tuple[str, ...] = ()
+    hardware: tuple[str, ...] = ()
+    stacks: tuple[str, ...] = ()
+    since: str | None = None  # an ISO date or time; attempts started on or after it
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        for column, values in (("workload", self.workloads), ("hardware", self.hardware),
+                               ("stack", self.stacks)):
+            if values:
+                clauses.append(f"c.{column} IN ({', '.join('?' for _ in values)})")
+                params += list(values)
+        if self.since:
+            clauses.append("c.started_at >= ?")
+            params.append(since_stamp(self.since))
+        return (" AND ".join(clauses) or "1 = 1"), params
+
+
+def since_stamp(text: str) -> str:
+    """`--since` as the stored form of a start time (ISO 8601, UTC)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise HistoryFilterError(f"--since {text!r} is not a date (YYYY-MM-DD) or an ISO "
+                                 "time (YYYY-MM-DDTHH:MM)") from None
+    if len(text) <= len("YYYY-MM-DD"):
+        return moment.date().isoformat()
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="seconds")
+
+
+SAMPLES = """
+WITH latest AS (
+    SELECT c.attempt_id, c.run_key, c.config_id, c.workload, c.hardware, c.stack, c.params,
+           c.status, c.flags, c.started_at, c.price_per_hour_usd,
+           ROW_NUMBER() OVER (PARTITION BY c.run_key, c.cell_id
+                              ORDER BY c.started_at DESC, c.attempt DESC) AS newest
+    FROM cells c WHERE {where})
+SELECT l.attempt_id, l.run_key, r.run, r.location, l.config_id, l.workload, l.hardware,
+       l.stack, l.params, l.flags, l.started_at, l.price_per_hour_usd, m.items_per_s,
+       m.item_unit, m.mem_peak_bytes
+FROM latest l JOIN runs r ON r.run_key = l.run_key
+JOIN measurements m ON m.attempt_id = l.attempt_id
+WHERE l.newest = 1 AND l.status = 'ok' AND m.items_per_s IS NOT NULL
+"""
+SAMPLE_COLUMNS = ["attempt_id", "run_key", "run", "location", "config_id", "workload",
+                  "hardware", "stack", "params", "flags", "started_at", "price_per_hour_usd",
+                  "items_per_s", "item_unit", "mem_peak_bytes"]
+
+
+def repeats(db: Connection, filters: Filters) -> pd.DataFrame:
+    """One row per repeat: the final ok attempts of every run the filters select."""
+    import pandas as pd
+
+    where, params = filters.where()
+    rows = pd.DataFrame(db.query(SAMPLES.format(where=where), params), columns=SAMPLE_COLUMNS)
+    if rows.empty:
+        return rows
+    keys = [c for c in SAMPLE_COLUMNS
+            if c not in ("attempt_id", "items_per_s", "mem_peak_bytes")]
+    grouped = rows.groupby("attempt_id", sort=False)
+    found = grouped[keys].first()
+    found["items_per_s"] = grouped["items_per_s"].median()
+    found["mem_peak_bytes"] = grouped["mem_peak_bytes"].max()
+    found["label"] = [label(h, s, p) for h, s, p in
+                      zip(found["hardware"], found["stack"], found["params"], strict=True)]
+    return found.reset_index()
+
+
+def label(hardware: str, stack: str, params: str) -> str:
+    settings = " ".join(f"{k}={v}" for k, v in sorted(json.loads(params).items()))
+    return f"{hardware}/{stack}" + (f" {settings}" if settings else "")
+
+
+def per_run(samples: pd.DataFrame) -> pd.DataFrame:
+    """A configuration's figures in each run: repeats, median and range of items/s, the
+    largest memory peak, $ per million items, and when the run measured it."""
+    grouped = samples.groupby(["config_id", "run_key"], sort=False)
+    runs = grouped[["workload", "label", "run", "location", "item_unit",
+                    "price_per_hour_usd"]].first()
+    runs["date"] = grouped["started_at"].min()
+    runs["repeats"] = grouped.size()
+    runs["items_per_s"] = grouped["items_per_s"].median()
+    runs["lowest"] = grouped["items_per_s"].min()
+    runs["highest"] = grouped["items_per_s"].max()
+    runs["spread"] = (runs["highest"] - runs["lowest"]) / runs["items_per_s"]
+    runs["mem_peak_bytes"] = grouped["mem_peak_bytes"].max()
+    runs["implausible"] = grouped["flags"].agg(lambda f: f.str.contains("implausible").any())
+    runs["usd_per_million_items"] = runs["price_per_hour_usd"] / 3600 / runs["items_per_s"] * 1e6
+    return runs.reset_index().sort_values(["workload", "label", "date"], kind="stable")
+
+
+def best(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per workload: the fastest configuration-in-a-run and, where priced, the cheapest."""
+    import pandas as pd
+
+    runs = per_run(samples)
+    runs = runs[~runs["implausible"]]
+    picks = []
+    for _, of_workload in runs.groupby("workload", sort=True):
+        picks.append(of_workload.loc[of_workload["items_per_s"].idxmax()].to_dict()
+                     | {"best": "fastest"})
+        priced = of_workload.dropna(subset=["usd_per_million_items"])
+        if not priced.empty:
+            picks.append(priced.loc[priced["usd_per_million_items"].idxmin()].to_dict()
+                         | {"best": "cheapest"})
+    return pd.DataFrame(picks)
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A configuration's latest run against its earlier ones (compare's rule)."""
+
+    config_id: str
+    workload: str
+    label: str
+    latest_run: str
+    latest_date: str
+    baseline_runs: int
+    base_repeats: int
+    new_repeats: int
+    base_median: float
+    new_median: float
+    ratio: float
+    low: float
+    high: float
+    verdict: Verdict
+
+
+def regressions(samples: pd.DataFrame, threshold: float,
+                baseline_runs: int = BASELINE_RUNS) -> tuple[list[Regression], int]:
+    """Each configuration seen in two runs or more, judged; and how many were seen once."""
+    import numpy as np
+
+    found, alone = [], 0
+    runs = per_run(samples)
+    for config_id, history in runs.groupby("config_id", sort=False):
+        history = history.sort_values("date", kind="stable")
+        if len(history) < 2:
+            alone += 1
+            continue
+        latest = history.iloc[-1]
+        earlier = history.iloc[-1 - baseline_runs:-1]
+        of = samples[samples["config_id"] == config_id]
+        new = of[of["run_key"] == latest["run_key"]]["items_per_s"].to_numpy(dtype=float)
+        base = of[of["run_key"].isin(earlier["run_key"])]["items_per_s"].to_numpy(dtype=float)
+        ratio = float(np.median(new) / np.median(base))
+        low, high = bootstrap_interval(base, new)
+        found.append(Regression(
+            config_id=str(config_id), workload=str(latest["workload"]),
+            label=str(latest["label"]), latest_run=str(latest["location"]),
+            latest_date=str(latest["date"]), baseline_runs=len(earlier),
+            base_repeats=base.size, new_repeats=new.size, base_median=float(np.median(base)),
+            new_median=float(np.median(new)), ratio=ratio, low=low, high=high,
+            verdict=verdict(ratio, low, high, threshold,
+                            min(base.size, new.size) >= MIN_REPEATS)))
+    return found, alone
+
+
+def as_sequence(values: Sequence[str] | None) -> tuple[str, ...]:
+    """Repeated options, each also comma-separated (`--hardware a,b --hardware c`)."""
+    return tuple(v.strip() for value in values or () for v in value.split(",") if v.strip())

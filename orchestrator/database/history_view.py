@@ -1,0 +1,128 @@
+"""`matrix history` for people (a table that fits 80 columns: the configuration folds,
+never cut) and for scripts (CSV, JSON: every column, full precision)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+
+from orchestrator.database.history import Regression
+from orchestrator.report.compare import Verdict
+from orchestrator.report.compare_view import STYLE
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+
+class Format(StrEnum):
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+
+
+def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
+               console: Console) -> None:
+    """`frame`'s `columns` (name -> heading) in the format asked for."""
+    if form is not Format.TABLE:
+        _print_data(frame[list(columns)].rename(columns=columns), form, console)
+        return
+    cells = [[_cell(name, row) for name in columns] for _, row in frame.iterrows()]
+    console.print(_fitted(list(columns.values()), [c in FOLDED for c in columns],
+                          [c in TEXT for c in columns], cells, console.width))
+
+
+def _fitted(headings: list[str], folded: list[bool], left: list[bool],
+            rows: list[list[str]], width: int) -> Table:
+    """A table within `width`: each column that never wraps as wide as its widest cell, the
+    folded ones sharing what is left (the first two thirds). Rich left alone measures a
+    folded column by its longest word and crops the table past the width."""
+    natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
+    fixed = sum(w for w, fold in zip(natural, folded, strict=True) if not fold)
+    spare = width - fixed - 2 * (len(headings) - 1)
+    shares = iter([2 / 3, 1.0] if sum(folded) == 2 else [1.0])
+    widths = []
+    for wide, fold in zip(natural, folded, strict=True):
+        if fold:
+            wide = min(wide, max(8, int(spare * next(shares))))
+            spare -= wide
+        widths.append(wide)
+    table = Table(box=None, padding=(0, 1), pad_edge=False)
+    for heading, fold, wide, text in zip(headings, folded, widths, left, strict=True):
+        table.add_column(heading, overflow="fold" if fold else "ellipsis", width=wide,
+                         no_wrap=not fold, justify="left" if text else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def show_regressions(found: list[Regression], alone: int, threshold: float, form: Format,
+                     console: Console) -> int:
+    """Print the verdicts; the number of regressions."""
+    regressions = sum(item.verdict is Verdict.REGRESSION for item in found)
+    if form is not Format.TABLE:
+        import pandas as pd
+
+        rows = [{**item.__dict__, "verdict": item.verdict.value} for item in found]
+        _print_data(pd.DataFrame(rows), form, console)
+        return regressions
+    console.print("each configuration's latest run against its earlier runs, their repeats\n"
+                  "pooled (n: earlier/latest); ratio: latest/earlier median with its 95%\n"
+                  f"interval; a change beyond {threshold:.0%} whose interval excludes 1 is a "
+                  "regression\nor an improvement", highlight=False)
+    table = Table(box=None, padding=(0, 1), pad_edge=False)
+    table.add_column("configuration", overflow="fold", min_width=18)
+    for column in ("n", "earlier/s", "latest/s", "ratio", "verdict"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for item in found:
+        style = STYLE[item.verdict]
+        table.add_row(f"{item.workload} {item.label} (latest {item.latest_date[:10]})",
+                      f"{item.base_repeats}/{item.new_repeats}", f"{item.base_median:,.4g}",
+                      f"{item.new_median:,.4g}",
+                      f"{item.ratio:.3f} ({item.low:.2f}-{item.high:.2f})",
+                      f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
+    console.print(table)
+    counts = Counter(item.verdict for item in found)
+    console.print(", ".join(f"{counts[v]} {v.value}" for v in Verdict)
+                  + f";\n{alone} configuration(s) in one run only, nothing to compare")
+    return regressions
+
+
+TEXT = {"workload", "best", "label", "run", "location", "date", "item_unit"}
+FOLDED = {"label", "location"}  # the columns that fold; the rest never wrap
+
+
+def _cell(name: str, row: pd.Series) -> str:
+    value = row[name]
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if name == "date":
+        return str(value)[:10]
+    if name == "location":
+        return Path(str(value)).name
+    if name == "items_per_s":
+        return f"{value:,.4g} {row['item_unit']}/s"
+    if name == "usd_per_million_items":
+        return f"${value:,.3g}"
+    if name == "spread":
+        return f"{value:.1%}"
+    if name == "mem_peak_bytes":
+        return f"{value / 2**20:,.0f} MiB"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
+
+
+def _print_data(frame: pd.DataFrame, form: Format, console: Console) -> None:
+    """Straight to stdout: no terminal width folds a line of data."""
+    if form is Format.CSV:
+        sys.stdout.write(frame.to_csv(index=False))
+        return
+    records: list[dict[str, Any]] = json.loads(frame.to_json(orient="records"))
+    sys.stdout.write(json.dumps(records, indent=1) + "\n")

@@ -1,0 +1,92 @@
+"""Writing runs into the store: a sweep's attempts as it journals them, or a whole journal
+(`matrix db import`). Insert-only and keyed by identity (rows.py): what is there already is
+left as it is, so a second import, or a sweep and an import of the same run, add nothing."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from orchestrator.database.connection import Connection, connect
+from orchestrator.database.rows import (
+    CELL_COLUMNS,
+    MEASUREMENT_COLUMNS,
+    cell_row,
+    measurement_rows,
+    run_key,
+)
+from orchestrator.database.schema import ensure_schema
+from orchestrator.database.url import StoreURL
+from orchestrator.results.store import CellResult, ResultStore
+
+CHUNK = 2000  # attempts per transaction on import: short locks for writers beside it
+
+
+def _insert(table: str, columns: tuple[str, ...], key: str) -> str:
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+            f"({', '.join('?' for _ in columns)}) ON CONFLICT ({key}) DO NOTHING")
+
+
+INSERT_CELL = _insert("cells", CELL_COLUMNS, "attempt_id")
+INSERT_MEASUREMENT = _insert("measurements", MEASUREMENT_COLUMNS, "attempt_id, seq")
+UPSERT_RUN = ("INSERT INTO runs (run_key, run, location, host, written_at) VALUES "
+              "(?, ?, ?, ?, ?) ON CONFLICT (run_key) DO UPDATE SET location = excluded.location, "
+              "host = excluded.host, written_at = excluded.written_at")
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one write added: new cell attempts and measurements (the rest were there)."""
+
+    attempts: int
+    new_attempts: int
+    new_measurements: int
+
+
+class ResultsDB:
+    """The store, open and at this matrix-bench's schema version."""
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        self.url = db.url
+
+    @classmethod
+    def open(cls, url: StoreURL, create: bool = True) -> ResultsDB:
+        """StoreUnreachableError, StoreSchemaError (a newer store) or StoreError if not."""
+        db = connect(url, create=create)
+        try:
+            ensure_schema(db)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db)
+
+    def write(self, key: str, run_dir: Path, attempts: list[CellResult]) -> Written:
+        """Add a run's attempts (with its row in `runs`), in one transaction."""
+        if not attempts:
+            return Written(0, 0, 0)
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        cells = [cell_row(key, attempt) for attempt in attempts]
+        measurements = [row for attempt in attempts for row in measurement_rows(attempt)]
+        with self.db.transaction() as db:
+            db.execute(UPSERT_RUN, (key, attempts[0].cell.run, str(run_dir),
+                                    socket.gethostname(), now))
+            new_cells = db.insert_many(INSERT_CELL, cells)
+            new_measurements = db.insert_many(INSERT_MEASUREMENT, measurements)
+        return Written(len(attempts), new_cells, new_measurements)
+
+    def import_run(self, store: ResultStore) -> Written:
+        """Every attempt of a run's journal; nothing twice."""
+        attempts = store.attempts()
+        if not attempts:
+            return Written(0, 0, 0)
+        key = run_key(attempts[0].cell)
+        written = [self.write(key, store.root, attempts[i:i + CHUNK])
+                   for i in range(0, len(attempts), CHUNK)]
+        return Written(sum(w.attempts for w in written), sum(w.new_attempts for w in written),
+                       sum(w.new_measurements for w in written))
+
+    def close(self) -> None:
+        self.db.close()

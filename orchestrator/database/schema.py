@@ -1,0 +1,119 @@
+"""The store's tables, its schema version and the migrations between versions.
+
+Every store is built by its migrations in order, from an empty database to SCHEMA_VERSION,
+in one transaction that holds the schema lock, so two writers opening a new store at once
+create it once. A store of a newer version than this matrix-bench knows is refused: its
+rows may mean what this one cannot read.
+
+Tables (docs/ARCHITECTURE.md: the results store):
+- `store_schema`: one row, the version.
+- `runs`: one per run (its journal), keyed by the identity of its first cell attempt.
+- `cells`: one per cell attempt, keyed by `attempt_id` (rows.py); the cell record and the
+  provenance as JSON, and the columns queries filter and group on.
+- `measurements`: one per measurement of an attempt, in journal order (`seq`).
+
+Version history:
+  1: runs, cells, measurements.
+  2: cells gain `price_per_hour_usd` (the price the row was costed at), so the cheapest
+     configuration is a query; a version 1 store's rows get it from their provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from orchestrator.database.connection import Connection, StoreError
+
+SCHEMA_VERSION = 2
+
+
+class StoreSchemaError(StoreError):
+    """A store whose schema this matrix-bench cannot use (a newer version)."""
+
+
+def _create_v1(db: Connection) -> None:
+    db.execute("CREATE TABLE store_schema (version INTEGER NOT NULL)")
+    db.execute("INSERT INTO store_schema (version) VALUES (0)")
+    db.execute("""CREATE TABLE runs (
+        run_key TEXT PRIMARY KEY,
+        run TEXT NOT NULL,
+        location TEXT NOT NULL,
+        host TEXT NOT NULL,
+        written_at TEXT NOT NULL)""")
+    db.execute("""CREATE TABLE cells (
+        attempt_id TEXT PRIMARY KEY,
+        run_key TEXT NOT NULL REFERENCES runs (run_key),
+        cell_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        config_id TEXT NOT NULL,
+        repeat INTEGER NOT NULL,
+        workload TEXT NOT NULL,
+        hardware TEXT NOT NULL,
+        stack TEXT NOT NULL,
+        params TEXT NOT NULL,
+        status TEXT NOT NULL,
+        flags TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        wall_s DOUBLE PRECISION NOT NULL,
+        record TEXT NOT NULL,
+        provenance TEXT)""")
+    db.execute("CREATE INDEX cells_of_run ON cells (run_key, cell_id)")
+    db.execute("CREATE INDEX cells_of_config ON cells (config_id, started_at)")
+    db.execute("CREATE INDEX cells_of_workload ON cells (workload, started_at)")
+    db.execute("""CREATE TABLE measurements (
+        attempt_id TEXT NOT NULL REFERENCES cells (attempt_id),
+        seq INTEGER NOT NULL,
+        epoch INTEGER NOT NULL,
+        items_per_s DOUBLE PRECISION,
+        item_unit TEXT NOT NULL,
+        mem_peak_bytes BIGINT,
+        record TEXT NOT NULL,
+        PRIMARY KEY (attempt_id, seq))""")
+
+
+def _v1_to_v2(db: Connection) -> None:
+    db.execute("ALTER TABLE cells ADD COLUMN price_per_hour_usd DOUBLE PRECISION")
+    priced = []
+    for attempt_id, provenance in db.query(
+            "SELECT attempt_id, provenance FROM cells WHERE provenance IS NOT NULL"):
+        price = json.loads(provenance).get("price_per_hour_usd")
+        if price is not None:
+            priced.append((price, attempt_id))
+    db.insert_many("UPDATE cells SET price_per_hour_usd = ? WHERE attempt_id = ?", priced)
+
+
+# version -> the step that makes a store of that version the next one (0: empty)
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {0: _create_v1, 1: _v1_to_v2}
+
+
+def stored_version(db: Connection) -> int:
+    """The store's schema version; 0 for a database without the store's tables."""
+    exists = ("SELECT to_regclass('store_schema') IS NOT NULL" if db.postgres else
+              "SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = 'store_schema'")
+    if not db.query(exists)[0][0]:
+        return 0
+    rows = db.query("SELECT version FROM store_schema")
+    return int(rows[0][0]) if rows else 0
+
+
+def ensure_schema(db: Connection, upto: int = SCHEMA_VERSION) -> int:
+    """Create or migrate the store to `upto` (tests stop at an older one); the version it
+    had. StoreSchemaError for a store newer than this matrix-bench."""
+    found = _checked(db, stored_version(db))
+    if found >= upto:
+        return found
+    with db.transaction(schema=True):
+        found = _checked(db, stored_version(db))  # another writer may have done it meanwhile
+        for version in range(found, upto):
+            MIGRATIONS[version](db)
+            db.execute("UPDATE store_schema SET version = ?", (version + 1,))
+    return found
+
+
+def _checked(db: Connection, version: int) -> int:
+    if version > SCHEMA_VERSION:
+        raise StoreSchemaError(
+            f"the results store {db.url.shown} has schema version {version}, newer than "
+            f"this matrix-bench knows ({SCHEMA_VERSION}): upgrade matrix-bench to use it")
+    return version
