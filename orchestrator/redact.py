@@ -21,7 +21,9 @@ CREDENTIAL_WORDS = {"TOKEN", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS"
 # Credentials whatever the rest of the name: PGPASSWORD, CLIENTSECRET, WANDB_API_KEY, GHTOKEN.
 CREDENTIAL_PARTS = ("PASSWORD", "SECRET")
 CREDENTIAL_ENDINGS = ("_KEY", "TOKEN")
-CREDENTIAL_NAMES = {"AWS_ACCESS_KEY_ID", "KRB5CCNAME", "DATABASE_URL"}
+# A database URL may carry its password: the results store's too (MATRIX_BENCH_DB), so no
+# worker gets it, though it starts like the tool's own settings.
+CREDENTIAL_NAMES = {"AWS_ACCESS_KEY_ID", "KRB5CCNAME", "DATABASE_URL", "MATRIX_BENCH_DB"}
 
 
 def names_a_credential(name: str) -> bool:

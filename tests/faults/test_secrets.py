@@ -74,6 +74,8 @@ def test_a_worker_is_given_settings_and_never_a_credential():
     others = {"DISPLAY": ":0", "RAY_ADDRESS": "10.0.0.1:6379", "AWS_REGION": "us-east-1",
               "AWS_PROFILE": "prod", "TORCH_HUB_TOKEN": "x" * 12}
     assert worker_environment({**settings, **CREDENTIALS, **others}) == settings
+    store = {"MATRIX_BENCH_DB": "postgresql://bench:pa55word@db.internal/bench"}
+    assert worker_environment({**settings, **store}) == settings  # it may hold a password
 
 
 def worker_processes(root: Path) -> list[dict[str, str]]:
@@ -135,6 +137,7 @@ def assert_clean(environments: list[dict[str, str]], output: str) -> None:
     for environment in environments:
         assert "PATH" in environment  # a real environment, read back
         assert set(CREDENTIALS) & set(environment) == set()
+        assert "MATRIX_BENCH_DB" not in environment  # the sweep's store, set by conftest
         assert not [v for v in CREDENTIALS.values() if v in "\n".join(environment.values())]
     assert [v for v in CREDENTIALS.values() if v in output] == []
 
