@@ -295,6 +295,14 @@ def test_urls_are_shown_without_their_password():
     assert parse_url("sqlite:///reports/results.db").path == Path("reports/results.db")
 
 
+def test_a_date_that_is_not_one_is_one_line(tmp_path):
+    done = run_cli("history", "trend", "--since", "last tuesday", "--db",
+                   f"sqlite:///{tmp_path / 'none.db'}", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: --since 'last tuesday' is not a date (YYYY-MM-DD) "
+                                   "or an ISO time (YYYY-MM-DDTHH:MM)")
+
+
 def test_a_missing_sqlite_store_is_not_created_by_a_query(tmp_path):
     with pytest.raises(StoreUnreachableError, match="no results store at"):
         ResultsDB.open(parse_url(f"sqlite:///{tmp_path / 'none.db'}"), create=False)

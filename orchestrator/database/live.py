@@ -37,7 +37,7 @@ class SweepIndex:
         attempts = store.attempts()
         if attempts:
             self.key = run_key(attempts[0].cell)
-            self._guarded(lambda: self.results.import_run(store))
+            self._guarded(lambda: self.results.import_run(store, attempts))
 
     def add(self, records: list[Record]) -> None:
         """One journalled attempt (its cell record last)."""

@@ -77,9 +77,10 @@ class ResultsDB:
             new_measurements = db.insert_many(INSERT_MEASUREMENT, measurements)
         return Written(len(attempts), new_cells, new_measurements)
 
-    def import_run(self, store: ResultStore) -> Written:
-        """Every attempt of a run's journal; nothing twice."""
-        attempts = store.attempts()
+    def import_run(self, store: ResultStore, attempts: list[CellResult] | None = None
+                   ) -> Written:
+        """Every attempt of a run's journal (`attempts`: as read already); nothing twice."""
+        attempts = store.attempts() if attempts is None else attempts
         if not attempts:
             return Written(0, 0, 0)
         key = run_key(attempts[0].cell)
