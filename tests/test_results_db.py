@@ -17,8 +17,8 @@ import pytest
 
 from orchestrator.database.connection import StoreUnreachableError, connect
 from orchestrator.database.history import Filters, best, per_run, regressions, repeats
-from orchestrator.database.results_db import INSERT_CELL, ResultsDB
-from orchestrator.database.rows import CELL_COLUMNS, cell_row, run_key
+from orchestrator.database.results_db import INSERT_CELL, INSERT_MEASUREMENT, ResultsDB
+from orchestrator.database.rows import CELL_COLUMNS, cell_row, measurement_rows, run_key
 from orchestrator.database.schema import SCHEMA_VERSION, StoreSchemaError, ensure_schema
 from orchestrator.database.url import StoreURLError, parse_url
 from orchestrator.report.compare import Verdict
@@ -121,26 +121,38 @@ def test_two_writers_at_once_lose_nothing(store_url, tmp_path):
     assert count(store_url, "measurements") == 2 * 90 * 2
 
 
-def test_a_store_of_the_previous_schema_is_migrated_and_keeps_its_rows(store_url, tmp_path):
+# the cell columns each schema version added (schema.py's history)
+ADDED = {2: ["price_per_hour_usd"], 3: ["items_per_s", "item_unit", "mem_peak_bytes"]}
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION - 1, 1])
+def test_a_store_of_an_older_schema_is_migrated_and_keeps_its_rows(store_url, tmp_path,
+                                                                    version):
     run = write_run(tmp_path / "old", DAY, {"a100/torch/32": FAST}, price=3.0)
+    newer = [c for v, columns in ADDED.items() if v > version for c in columns]
     db = connect(parse_url(store_url))
     try:
-        assert ensure_schema(db, upto=SCHEMA_VERSION - 1) == 0
+        assert ensure_schema(db, upto=version) == 0
         key = run_key(run.attempts()[0].cell)
-        v1_columns = [c for c in CELL_COLUMNS if c != "price_per_hour_usd"]
+        kept = [i for i, c in enumerate(CELL_COLUMNS) if c not in newer]
         with db.transaction():
             db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?)",
                        (key, "nightly", str(run.root), "box", "2026-11-01T00:00:00"))
-            db.insert_many(f"INSERT INTO cells ({', '.join(v1_columns)}) VALUES "
-                           f"({', '.join('?' for _ in v1_columns)})",
-                           [cell_row(key, a)[:-1] for a in run.attempts()])
+            db.insert_many(f"INSERT INTO cells ({', '.join(CELL_COLUMNS[i] for i in kept)}) "
+                           f"VALUES ({', '.join('?' for _ in kept)})",
+                           [[cell_row(key, a)[i] for i in kept] for a in run.attempts()])
+            db.insert_many(INSERT_MEASUREMENT,
+                           [row for a in run.attempts() for row in measurement_rows(a)])
     finally:
         db.close()
     results = open_store(store_url)  # migrates
     try:
         assert ensure_schema(results.db) == SCHEMA_VERSION
-        prices = results.db.query("SELECT DISTINCT price_per_hour_usd FROM cells")
-        assert prices == [(3.0,)]
+        figures = results.db.query("SELECT price_per_hour_usd, items_per_s, item_unit, "
+                                   "mem_peak_bytes FROM cells ORDER BY started_at")
+        journal = [cell_row(key, a)[-4:] for a in run.attempts()]
+        assert [tuple(f) for f in figures] == [tuple(j) for j in journal]
+        assert [round(f[1], -1) for f in figures] == FAST and figures[0][0] == 3.0
         assert results.import_run(run).new_attempts == 0  # the same rows, by identity
     finally:
         results.close()

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from orchestrator.database.results_db import ResultsDB
+    from orchestrator.database.url import StoreURL
 
 DB_HELP = (f"The results store: sqlite:///PATH or postgresql://USER@HOST/DB (default: ${ENV}, "
            f"else {DEFAULT} under the current folder).")
@@ -39,14 +39,13 @@ history_app = typer.Typer(
     no_args_is_help=True)
 
 
-def _open(db: str | None, create: bool) -> ResultsDB:
-    from orchestrator.database.results_db import ResultsDB
+def _url(db: str | None) -> StoreURL:
     from orchestrator.database.url import StoreURLError, resolve
 
     url = resolve(db)
     if url is None:
         raise StoreURLError("--db none names no results store: give its URL")
-    return ResultsDB.open(url, create=create)
+    return url
 
 
 @db_app.command(name="import")
@@ -57,10 +56,11 @@ def import_runs(
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
 ) -> None:
     """Add runs to the store from their journals; what is there already is kept as it is."""
+    from orchestrator.database.results_db import ResultsDB
     from orchestrator.results.runs import local_run
 
     stores = [local_run(source, region) for source in sources]  # every one found first
-    results = _open(db, create=True)
+    results = ResultsDB.open(_url(db))
     try:
         for store in stores:
             written = results.import_run(store)
@@ -75,18 +75,18 @@ def import_runs(
 @db_app.command()
 def info(db: Db = None) -> None:
     """Where the store is, its schema version, and how many runs and cells it holds."""
-    from orchestrator.database.schema import stored_version
+    from orchestrator.database.schema import open_store, stored_version
 
-    results = _open(db, create=False)
+    url = _url(db)
+    conn = open_store(url, create=False)
     try:
-        conn = results.db
         runs, = conn.query("SELECT COUNT(*) FROM runs")[0]
         cells, = conn.query("SELECT COUNT(*) FROM cells")[0]
         rows, = conn.query("SELECT COUNT(*) FROM measurements")[0]
-        typer.echo(f"store: {results.url.shown} (schema version {stored_version(conn)})\n"
+        typer.echo(f"store: {url.shown} (schema version {stored_version(conn)})\n"
                    f"{runs} run(s), {cells} cell attempt(s), {rows} measurement(s)")
     finally:
-        results.close()
+        conn.close()
 
 
 def _samples(workload: list[str] | None, hardware: list[str] | None,
@@ -97,13 +97,16 @@ def _samples(workload: list[str] | None, hardware: list[str] | None,
     if since is not None:
         since_stamp(since)  # a bad date is one line before the store is opened
     filters = Filters(as_sequence(workload), as_sequence(hardware), as_sequence(stack), since)
-    results = _open(db, create=False)
+    from orchestrator.database.schema import open_store
+
+    url = _url(db)
+    conn = open_store(url, create=False)
     try:
-        samples = repeats(results.db, filters)
+        samples = repeats(conn, filters)
     finally:
-        results.close()
+        conn.close()
     if samples.empty:
-        typer.echo(f"no results that ended ok in {results.url.shown} match")
+        typer.echo(f"no results that ended ok in {url.shown} match")
         return None
     return samples
 
@@ -127,8 +130,7 @@ def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = No
     if samples is None:
         return
     picks = best_of(samples)
-    if format is Format.TABLE:  # one column fewer at 80: the workload leads the label
-        picks["label"] = picks["workload"] + " " + picks["label"]
+    if format is Format.TABLE:  # each workload heads its picks
         columns = {"best": "best", "label": "configuration", "items_per_s": "median",
                    "usd_per_million_items": "$/M", "repeats": "n", "date": "date",
                    "location": "run"}
@@ -137,14 +139,17 @@ def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = No
                    "config_id": "config_id", "items_per_s": "items_per_s",
                    "item_unit": "item_unit", "usd_per_million_items": "usd_per_million_items",
                    "repeats": "repeats", "date": "date", "run": "run", "location": "location"}
-    show_frame(picks, columns, format, _console())
+    show_frame(picks, columns, format, _console(), group="workload")
 
 
 @history_app.command(name="trend")
 def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = None,
-          since: Since = None, format: FormatOption = Format.TABLE, db: Db = None) -> None:
-    """Each configuration's figures in every run, oldest first: repeats, median items/s and
-    their range, the memory peak and the cost per million items."""
+          since: Since = None, format: FormatOption = Format.TABLE, db: Db = None,
+          last: Annotated[int, typer.Option(
+              "--last", min=0, help="The latest N runs of each configuration (0: all).")
+          ] = 10) -> None:
+    """Each configuration's figures run by run, oldest first: repeats, median items/s and
+    their spread, the memory peak and the cost per million items."""
     from orchestrator.database.history import per_run
     from orchestrator.database.history_view import show_frame
 
@@ -152,10 +157,12 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
     if samples is None:
         return
     runs = per_run(samples)
-    if format is Format.TABLE:  # one column fewer at 80: the workload leads the label
+    if last:
+        runs = runs.groupby("config_id", sort=False).tail(last)
+    if format is Format.TABLE:  # each configuration heads its runs
         runs["label"] = runs["workload"] + " " + runs["label"]
-        columns = {"label": "configuration", "date": "date", "repeats": "n",
-                   "items_per_s": "median", "spread": "spread", "mem_peak_bytes": "memory",
+        columns = {"date": "date", "repeats": "n", "items_per_s": "median",
+                   "spread": "spread", "mem_peak_bytes": "memory",
                    "usd_per_million_items": "$/M", "location": "run"}
     else:
         columns = {"workload": "workload", "label": "configuration", "config_id": "config_id",
@@ -164,7 +171,7 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
                    "mem_peak_bytes": "mem_peak_bytes",
                    "usd_per_million_items": "usd_per_million_items", "run": "run",
                    "location": "location"}
-    show_frame(runs, columns, format, _console())
+    show_frame(runs, columns, format, _console(), group="label")
 
 
 @history_app.command(name="regressions", help=f"""Each configuration's latest run against

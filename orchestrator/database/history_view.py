@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections import Counter
 from enum import StrEnum
 from pathlib import Path
@@ -28,21 +29,34 @@ class Format(StrEnum):
 
 
 def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
-               console: Console) -> None:
-    """`frame`'s `columns` (name -> heading) in the format asked for."""
+               console: Console, group: str | None = None) -> None:
+    """`frame`'s `columns` (name -> heading) in the format asked for. In a table, `group`
+    (a column of `frame`) heads each run of rows that share its value, on lines of its own,
+    instead of repeating in every row."""
     if form is not Format.TABLE:
         _print_data(frame[list(columns)].rename(columns=columns), form, console)
         return
-    cells = [[_cell(name, row) for name in columns] for _, row in frame.iterrows()]
-    console.print(_fitted(list(columns.values()), [c in FOLDED for c in columns],
-                          [c in TEXT for c in columns], cells, console.width))
+    records = frame.to_dict("records")
+    cells = [[_cell(name, record) for name in columns] for record in records]
+    indent = "  " if group else ""
+    header, rows = fitted_table(list(columns.values()), [c in FOLDED for c in columns],
+                                [c in TEXT for c in columns], cells,
+                                console.width - len(indent))
+    lines, heading = [indent + line for line in header], None
+    for record, row_lines in zip(records, rows, strict=True):
+        if group and record[group] != heading:
+            heading = record[group]
+            lines += textwrap.wrap(str(heading), console.width, break_on_hyphens=False)
+        lines += [indent + line for line in row_lines]
+    sys.stdout.write("".join(line + "\n" for line in lines))
 
 
-def _fitted(headings: list[str], folded: list[bool], left: list[bool],
-            rows: list[list[str]], width: int) -> Table:
-    """A table within `width`: each column that never wraps as wide as its widest cell, the
-    folded ones sharing what is left (the first two thirds). Rich left alone measures a
-    folded column by its longest word and crops the table past the width."""
+def fitted_table(headings: list[str], folded: list[bool], left: list[bool],
+                 rows: list[list[str]], width: int) -> tuple[list[str], list[list[str]]]:
+    """A table as lines within `width` (the heading's, and each row's): each column that
+    never wraps as wide as its widest cell, the folded ones sharing what is left (the first
+    two thirds), never cut. Plain text: rich lays out a table cell by cell, 3 s for the
+    5,000 rows of a long trend."""
     natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headings)]
     fixed = sum(w for w, fold in zip(natural, folded, strict=True) if not fold)
     spare = width - fixed - 2 * (len(headings) - 1)
@@ -53,13 +67,21 @@ def _fitted(headings: list[str], folded: list[bool], left: list[bool],
             wide = min(wide, max(8, int(spare * next(shares))))
             spare -= wide
         widths.append(wide)
-    table = Table(box=None, padding=(0, 1), pad_edge=False)
-    for heading, fold, wide, text in zip(headings, folded, widths, left, strict=True):
-        table.add_column(heading, overflow="fold" if fold else "ellipsis", width=wide,
-                         no_wrap=not fold, justify="left" if text else "right")
-    for row in rows:
-        table.add_row(*row)
-    return table
+
+    def lines_of(row: list[str]) -> list[str]:
+        parts = [_folded(text, wide) if fold else [text]
+                 for text, wide, fold in zip(row, widths, folded, strict=True)]
+        return ["  ".join((p[depth] if depth < len(p) else "").ljust(wide) if text else
+                          (p[depth] if depth < len(p) else "").rjust(wide)
+                          for p, wide, text in zip(parts, widths, left, strict=True)).rstrip()
+                for depth in range(max(len(p) for p in parts))]
+
+    return lines_of(headings), [lines_of(row) for row in rows]
+
+
+def _folded(text: str, width: int) -> list[str]:
+    """`text` in lines of `width` at most: broken at spaces, a longer word cut into pieces."""
+    return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
 
 
 def show_regressions(found: list[Regression], alone: int, threshold: float, form: Format,
@@ -98,7 +120,7 @@ TEXT = {"workload", "best", "label", "run", "location", "date", "item_unit"}
 FOLDED = {"label", "location"}  # the columns that fold; the rest never wrap
 
 
-def _cell(name: str, row: pd.Series) -> str:
+def _cell(name: str, row: dict[str, Any]) -> str:
     value = row[name]
     if value is None or (isinstance(value, float) and value != value):
         return "-"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from orchestrator.database.connection import Connection, connect
+from orchestrator.database.connection import Connection
 from orchestrator.database.rows import (
     CELL_COLUMNS,
     MEASUREMENT_COLUMNS,
@@ -17,7 +17,7 @@ from orchestrator.database.rows import (
     measurement_rows,
     run_key,
 )
-from orchestrator.database.schema import ensure_schema
+from orchestrator.database.schema import open_store
 from orchestrator.database.url import StoreURL
 from orchestrator.results.store import CellResult, ResultStore
 
@@ -55,13 +55,7 @@ class ResultsDB:
     @classmethod
     def open(cls, url: StoreURL, create: bool = True) -> ResultsDB:
         """StoreUnreachableError, StoreSchemaError (a newer store) or StoreError if not."""
-        db = connect(url, create=create)
-        try:
-            ensure_schema(db)
-        except BaseException:
-            db.close()
-            raise
-        return cls(db)
+        return cls(open_store(url, create))
 
     def write(self, key: str, run_dir: Path, attempts: list[CellResult]) -> Written:
         """Add a run's attempts (with its row in `runs`), in one transaction."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,7 +21,8 @@ from orchestrator.results.store import CellResult
 
 CELL_COLUMNS = ("attempt_id", "run_key", "cell_id", "attempt", "config_id", "repeat",
                 "workload", "hardware", "stack", "params", "status", "flags", "started_at",
-                "wall_s", "record", "provenance", "price_per_hour_usd")
+                "wall_s", "record", "provenance", "price_per_hour_usd", "items_per_s",
+                "item_unit", "mem_peak_bytes")
 MEASUREMENT_COLUMNS = ("attempt_id", "seq", "epoch", "items_per_s", "item_unit",
                        "mem_peak_bytes", "record")
 
@@ -53,7 +55,20 @@ def cell_row(key: str, result: CellResult) -> tuple[Any, ...]:
             ",".join(cell.flags), cell.started_at, cell.wall_s,
             cell.model_dump_json(exclude_none=True),
             None if provenance is None else provenance.model_dump_json(exclude_none=True),
-            None if provenance is None else provenance.price_per_hour_usd)
+            None if provenance is None else provenance.price_per_hour_usd,
+            *repeat_figures([(m.items_per_s, m.item_unit, memory_peak(m))
+                             for m in result.measurements]))
+
+
+def repeat_figures(measured: list[tuple[float | None, str, int | None]]
+                   ) -> tuple[float | None, str | None, int | None]:
+    """A repeat's figures from its measurements' (items/s, unit, memory peak): the median
+    items/s of its timed epochs (the unit of `matrix compare` and `matrix history`), the
+    unit, and the largest memory peak. None where no measurement has one."""
+    rates = [rate for rate, _, _ in measured if rate is not None]
+    peaks = [peak for _, _, peak in measured if peak is not None]
+    return (statistics.median(rates) if rates else None,
+            measured[0][1] if measured else None, max(peaks) if peaks else None)
 
 
 def measurement_rows(result: CellResult) -> Iterable[tuple[Any, ...]]:

@@ -16,6 +16,10 @@ Version history:
   1: runs, cells, measurements.
   2: cells gain `price_per_hour_usd` (the price the row was costed at), so the cheapest
      configuration is a query; a version 1 store's rows get it from their provenance.
+  3: cells gain the repeat's figures (`items_per_s`: the median of its timed epochs,
+     `item_unit`, `mem_peak_bytes`: the largest), so `matrix history` reads one row per
+     repeat instead of every measurement; a version 2 store's rows get them from their
+     measurements.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from orchestrator.database.connection import Connection, StoreError
+from orchestrator.database.connection import Connection, StoreError, connect
+from orchestrator.database.url import StoreURL
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreSchemaError(StoreError):
@@ -83,8 +88,37 @@ def _v1_to_v2(db: Connection) -> None:
     db.insert_many("UPDATE cells SET price_per_hour_usd = ? WHERE attempt_id = ?", priced)
 
 
+def _v2_to_v3(db: Connection) -> None:
+    from orchestrator.database.rows import repeat_figures  # the records' models: only here
+
+    for column, kind in (("items_per_s", "DOUBLE PRECISION"), ("item_unit", "TEXT"),
+                         ("mem_peak_bytes", "BIGINT")):
+        db.execute(f"ALTER TABLE cells ADD COLUMN {column} {kind}")
+    measured: dict[str, list[tuple[float | None, str, int | None]]] = {}
+    for attempt_id, rate, unit, peak in db.query(
+            "SELECT attempt_id, items_per_s, item_unit, mem_peak_bytes FROM measurements"):
+        measured.setdefault(attempt_id, []).append((rate, unit, peak))
+    figures = [(*repeat_figures(rows), attempt_id) for attempt_id, rows in measured.items()]
+    db.insert_many("UPDATE cells SET items_per_s = ?, item_unit = ?, mem_peak_bytes = ? "
+                   "WHERE attempt_id = ?", figures)
+
+
 # version -> the step that makes a store of that version the next one (0: empty)
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {0: _create_v1, 1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {0: _create_v1, 1: _v1_to_v2,
+                                                        2: _v2_to_v3}
+
+
+def open_store(url: StoreURL, create: bool = True) -> Connection:
+    """The store at `url`, open and at SCHEMA_VERSION: StoreUnreachableError,
+    StoreSchemaError (a newer store) or StoreError if it cannot be. Queries open it here,
+    without the record models a writer needs."""
+    db = connect(url, create=create)
+    try:
+        ensure_schema(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 def stored_version(db: Connection) -> int:
