@@ -6,6 +6,8 @@
 #   directory for the Slurm tests.
 # - PostgreSQL's server: tests/postgres_server.py runs one from initdb and pg_ctl in a
 #   temporary directory for the results store's tests.
+# - Chromium and its chromedriver: tests/browser.py drives a headless Chromium through
+#   selenium for the tests of the HTML pages (Debian's browser, never a downloaded one).
 # Nothing is started here, and nothing is installed that is already there.
 set -euo pipefail
 
@@ -19,8 +21,10 @@ command -v sbatch >/dev/null || missing+=(slurm-client)
 [[ -x /usr/sbin/munged ]] || missing+=(munge)
 [[ -x /usr/sbin/mariadbd ]] || missing+=(mariadb-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+[[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
 if ((${#missing[@]})); then
-    echo "test_services: installing ${missing[*]} (about 250 MB with MariaDB and PostgreSQL)" >&2
+    echo "test_services: installing ${missing[*]} (about 250 MB with MariaDB and PostgreSQL, 133 MB more with Chromium)" >&2
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
@@ -30,4 +34,4 @@ fi
 for service in slurmctld slurmd slurmdbd munge mariadb postgresql; do
     as_root systemctl stop "$service" >/dev/null 2>&1 || true
 done
-echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge, MariaDB and PostgreSQL $(dpkg-query -W -f='${Version}' postgresql 2>/dev/null || echo '(version unknown)') are installed"
+echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge, MariaDB and PostgreSQL $(dpkg-query -W -f='${Version}' postgresql 2>/dev/null || echo '(version unknown)') are installed; Chromium $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo '(version unknown)') and its chromedriver too"
