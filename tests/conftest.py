@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import Browser
 from tests.postgres_server import PostgresServer
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,7 @@ FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testin
 # The fast tier (`-m "not slow"`) leaves out what needs these markers or fixtures, as well as
 # the modules that say `pytestmark = pytest.mark.slow` (CONTRIBUTING.md).
 SLOW_MARKERS = ("ray", "docker", "e2e")
-SLOW_FIXTURES = ("ray_cluster", "registry", "image_env")
+SLOW_FIXTURES = ("ray_cluster", "registry", "image_env", "browser")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -216,6 +217,21 @@ def postgres_server() -> Iterator[PostgresServer]:
     yield server
     server.stop()
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the session (tests/browser.py), stopped at its end."""
+    from tests.browser import browser_missing, start_browser
+
+    missing = browser_missing()
+    if missing:
+        if os.environ.get("MATRIX_BENCH_REQUIRE_BROWSER"):
+            pytest.fail(f"MATRIX_BENCH_REQUIRE_BROWSER is set but {missing}")
+        pytest.skip(f"needs a browser: {missing} (bash scripts/test_services.sh)")
+    started = start_browser()
+    yield started
+    started.stop()
 
 
 @pytest.fixture
