@@ -315,6 +315,18 @@ def report(
         raise typer.Exit(130)
 
 
+@app.command()
+def dashboard(output: Annotated[Path, typer.Option(
+        "--output", "-o", help="The folder to write the site into (its index.html).")],
+        db: Db = None) -> None:
+    """Write a static site over the results store: workloads by hardware, a page per
+    workload (sortable, filterable tables; throughput, cost, scaling and history charts),
+    a page per run. It needs no server and no network."""
+    from orchestrator.dashboard.build import build_dashboard
+
+    typer.echo(build_dashboard(output, db))
+
+
 @app.command(help=f"""Compare two runs configuration by configuration: did NEW get slower
 or faster than BASE? {COMPARE_RULE} Exit code 1 when any regression is marked, else 0.""")
 def compare(

@@ -14,10 +14,13 @@ from orchestrator.results.store import ResultStore
 def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
               run: str = "nightly", workload: str = "lstm_lm", price: float | None = None,
               epochs: int = 2, flags: dict[str, str] | None = None,
-              statuses: dict[str, Status] | None = None, seed: int = 0) -> ResultStore:
+              statuses: dict[str, Status] | None = None, seed: int = 0,
+              gpus: dict[str, int] | None = None,
+              errors: dict[str, str] | None = None) -> ResultStore:
     """A run whose configuration `hw-stack-bs` has one repeat per speed (items/s): each a
     cell of `epochs` measurements around that speed. Configurations are named
-    `HARDWARE/STACK/BATCH`; `flags` and `statuses` apply to every repeat of one."""
+    `HARDWARE/STACK/BATCH`; `flags`, `statuses`, `gpus` (provenance's gpu_count) and
+    `errors` (a flag's reason) apply to every repeat of one."""
     rng = random.Random(seed)
     store = ResultStore(root)
     store.root.mkdir(parents=True, exist_ok=True)
@@ -28,7 +31,9 @@ def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
             identity = {"run": run, "cell_id": f"{config.replace('/', '-')}-r{repeat}",
                         "config_id": config.replace("/", "-"), "repeat": repeat}
             records: list = [ProvenanceRecord(**identity, hostname="box",
-                                              price_per_hour_usd=price)]
+                                              price_per_hour_usd=price,
+                                              gpu_count=(gpus or {}).get(config),
+                                              framework="torch", framework_version="2.13.0")]
             for epoch in range(1, epochs + 1):
                 rate = speed * (1 + rng.uniform(-0.002, 0.002))
                 records.append(MeasurementRecord(
@@ -39,6 +44,7 @@ def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
                 **identity, status=status, started_at=clock.isoformat(timespec="seconds"),
                 wall_s=20.0 + rng.random(), hardware=hardware, stack=stack, workload=workload,
                 flags=[(flags or {})[config]] if config in (flags or {}) else [],
+                error=(errors or {}).get(config),
                 **{"param.batch_size": int(batch)}))
             store.append(records)
             clock += timedelta(seconds=21)

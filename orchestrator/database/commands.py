@@ -39,7 +39,9 @@ history_app = typer.Typer(
     no_args_is_help=True)
 
 
-def _url(db: str | None) -> StoreURL:
+def store_url(db: str | None) -> StoreURL:
+    """The store `--db` names (MATRIX_BENCH_DB, the default); `none` is refused: a command
+    that reads the store needs one."""
     from orchestrator.database.url import StoreURLError, resolve
 
     url = resolve(db)
@@ -60,7 +62,7 @@ def import_runs(
     from orchestrator.results.runs import local_run
 
     stores = [local_run(source, region) for source in sources]  # every one found first
-    results = ResultsDB.open(_url(db))
+    results = ResultsDB.open(store_url(db))
     try:
         for store in stores:
             written = results.import_run(store)
@@ -77,7 +79,7 @@ def info(db: Db = None) -> None:
     """Where the store is, its schema version, and how many runs and cells it holds."""
     from orchestrator.database.schema import open_store, stored_version
 
-    url = _url(db)
+    url = store_url(db)
     conn = open_store(url, create=False)
     try:
         runs, = conn.query("SELECT COUNT(*) FROM runs")[0]
@@ -99,7 +101,7 @@ def _samples(workload: list[str] | None, hardware: list[str] | None,
     filters = Filters(as_sequence(workload), as_sequence(hardware), as_sequence(stack), since)
     from orchestrator.database.schema import open_store
 
-    url = _url(db)
+    url = store_url(db)
     conn = open_store(url, create=False)
     try:
         samples = repeats(conn, filters)

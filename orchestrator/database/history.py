@@ -110,10 +110,11 @@ def label(hardware: str, stack: str, params: str) -> str:
 
 def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     """A configuration's figures in each run: repeats, median and range of items/s, the
-    largest memory peak, $ per million items, and when the run measured it."""
+    largest memory peak, $ per million items, its repeats' flags, when the run measured
+    it, and its first repeat's attempt (for its provenance)."""
     grouped = samples.groupby(["config_id", "run_key"], sort=False)
-    runs = grouped[["workload", "label", "run", "location", "item_unit",
-                    "price_per_hour_usd"]].first()
+    runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
+                    "item_unit", "price_per_hour_usd", "attempt_id"]].first()
     runs["date"] = grouped["started_at"].min()
     runs["repeats"] = grouped.size()
     runs["items_per_s"] = grouped["items_per_s"].median()
@@ -121,8 +122,11 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     runs["highest"] = grouped["items_per_s"].max()
     runs["spread"] = (runs["highest"] - runs["lowest"]) / runs["items_per_s"]
     runs["mem_peak_bytes"] = grouped["mem_peak_bytes"].max()
-    flagged = samples["flags"].str.contains("implausible", regex=False)
-    runs["implausible"] = flagged.groupby([samples["config_id"], samples["run_key"]]).any()
+    marked = samples[samples["flags"] != ""]  # few: a Python join per flagged group is cheap
+    flags = marked.groupby(["config_id", "run_key"])["flags"].agg(
+        lambda found: ",".join(sorted({f for text in found for f in text.split(",")})))
+    runs["flags"] = flags.reindex(runs.index).fillna("")
+    runs["implausible"] = runs["flags"].str.contains("implausible", regex=False)
     runs["usd_per_million_items"] = runs["price_per_hour_usd"] / 3600 / runs["items_per_s"] * 1e6
     return runs.reset_index().sort_values(["workload", "label", "date"], kind="stable")
 

@@ -1,0 +1,274 @@
+"""The tables and charts of each page, as the JSON its script draws (assets/site.js).
+
+A table cell is [text, sort value] (the text formatted here, once; the value sorts it); a
+chart point carries its tooltip lines: the row's figures and its provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.dashboard.data import page_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+HISTORY_LINES = 8  # configurations drawn in a history chart: the fastest in their latest run
+
+Cell = list[Any] | None  # [text, sort value]
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    numeric: bool = False
+    link: bool = False
+
+
+@dataclass(frozen=True)
+class Row:
+    cells: list[Cell]
+    flagged: bool = False
+    links: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Table:
+    id: str
+    caption: str
+    columns: list[Column]
+    rows: list[Row]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    label: str
+    data: list[Any]
+    tips: list[list[str]] = field(default_factory=list)
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class Chart:
+    id: str
+    title: str
+    type: str  # bar | line | scatter
+    x_label: str
+    y_label: str
+    labels: list[str]
+    datasets: list[Dataset]
+    note: str = ""
+    horizontal: bool = False  # bars along x, one row per label (long labels stay readable)
+
+    @property
+    def height_px(self) -> int:
+        return max(320, 24 * len(self.labels) + 90) if self.horizontal else 320
+
+    def as_json(self) -> dict[str, Any]:
+        found = asdict(self)
+        found["xLabel"], found["yLabel"] = found.pop("x_label"), found.pop("y_label")
+        return found
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def rate(value: Any, unit: str) -> Cell:
+    value = _number(value)
+    return None if value is None else [f"{value:,.4g} {unit}/s", float(value)]
+
+
+def usd(value: Any) -> Cell:
+    value = _number(value)
+    return None if value is None else [f"${value:,.3g}", float(value)]
+
+
+def pct(value: Any) -> Cell:
+    value = _number(value)
+    return None if value is None else [f"{value:.1%}", float(value)]
+
+
+def mib(value: Any) -> Cell:
+    value = _number(value)
+    return None if value is None else [f"{value / 2**20:,.0f} MiB", float(value)]
+
+
+def text(value: Any) -> Cell:
+    return [str(value), str(value)]
+
+
+def count(value: Any) -> Cell:
+    return [str(int(value)), int(value)]
+
+
+def flags(row: dict[str, Any]) -> Cell:
+    marks = str(row["flags"] or "")
+    if not marks:
+        return ["", ""]
+    reason = str(row.get("reason") or "")
+    return [f"{marks.replace(',', ', ')}" + (f": {reason}" if reason else ""), marks]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A workload's parameters: those that vary between its configurations name them; the
+    rest are said once (a label of every parameter is too long to read on a chart)."""
+
+    varying: tuple[str, ...]
+    constant: str  # "dataset=synthetic hidden=64 ..."
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame) -> Settings:
+        values: dict[str, set[str]] = {}
+        for params in rows["params"].unique():
+            for key, value in json.loads(params).items():
+                values.setdefault(key, set()).add(str(value))
+        varying = tuple(sorted(k for k, v in values.items() if len(v) > 1))
+        constant = " ".join(f"{k}={next(iter(v))}" for k, v in sorted(values.items())
+                            if k not in varying)
+        return cls(varying, constant)
+
+    def of_row(self, row: dict[str, Any]) -> str:
+        params = json.loads(row["params"])
+        return " ".join(f"{k}={params[k]}" for k in self.varying if k in params)
+
+    def label(self, row: dict[str, Any]) -> str:
+        return f"{row['hardware']}/{row['stack']} {self.of_row(row)}".strip()
+
+
+def tips(row: dict[str, Any]) -> list[str]:
+    """A point's tooltip: the row's figures, then where and with what it ran."""
+    lines = [f"{row['repeats']} repeat(s), {row['lowest']:,.4g} to {row['highest']:,.4g} "
+             f"{row['item_unit']}/s", f"run {row['run']} ({str(row['date'])[:16]})",
+             f"in {row['location']}"]
+    lines += [f"{label}: {value}" for label, value in row["provenance"]]
+    if row["flags"]:
+        lines.append(f"flags: {row['flags']}" + (f" ({row['reason']})" if row["reason"] else ""))
+    return lines
+
+
+def workload_table(rows: pd.DataFrame, workload: str, named: Settings,
+                   caption: str = "every configuration in every run") -> Table:
+    """The workload's configurations in its runs (every one, or a run's), newest first."""
+    columns = [Column("date", "date"), Column("run", "run", link=True),
+               Column("hardware", "hardware"), Column("stack", "stack"),
+               Column("settings", "settings"), Column("repeats", "n", numeric=True),
+               Column("median", "median", numeric=True), Column("spread", "spread", True),
+               Column("memory", "memory peak", True), Column("cost", "$ / M items", True),
+               Column("flags", "flags")]
+    found = []
+    for row in rows.sort_values("date", ascending=False, kind="stable").to_dict("records"):
+        found.append(Row(cells=[
+            text(str(row["date"])[:16].replace("T", " ")), text(row["run"]),
+            text(row["hardware"]), text(row["stack"]), text(named.of_row(row)),
+            count(row["repeats"]), rate(row["items_per_s"], row["item_unit"]),
+            pct(row["spread"]), mib(row["mem_peak_bytes"]),
+            usd(row["usd_per_million_items"]), flags(row)],
+            flagged=bool(row["flags"]), links={"run": f"runs/{row['run_key']}.html"}))
+    return Table(id=f"rows-{workload}", caption=f"{workload}: {caption}",
+                 columns=columns, rows=found)
+
+
+def overview_table(rows: pd.DataFrame) -> Table:
+    """Per workload and hardware, the fastest configuration in its latest run."""
+    latest = rows[rows["latest"]]
+    picks = latest.loc[latest.groupby(["workload", "hardware"])["items_per_s"].idxmax()]
+    columns = [Column("workload", "workload", link=True), Column("hardware", "hardware"),
+               Column("configuration", "fastest configuration"),
+               Column("median", "median", numeric=True),
+               Column("cost", "$ / M items", numeric=True), Column("date", "measured"),
+               Column("flags", "flags")]
+    named = {w: Settings.of(of) for w, of in rows.groupby("workload")}
+    found = [Row(cells=[text(row["workload"]), text(row["hardware"]),
+                        text(f"{row['stack']} {named[row['workload']].of_row(row)}".strip()),
+                        rate(row["items_per_s"], row["item_unit"]),
+                        usd(row["usd_per_million_items"]), text(str(row["date"])[:10]),
+                        flags(row)],
+                 flagged=bool(row["flags"]), links={"workload": page_name(row["workload"])})
+             for row in picks.sort_values(["workload", "items_per_s"],
+                                          ascending=[True, False]).to_dict("records")]
+    return Table(id="overview", caption="workloads by hardware", columns=columns, rows=found)
+
+
+def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
+                    run_dates: dict[str, str]) -> list[Chart]:
+    latest = rows[rows["latest"]].sort_values("items_per_s", ascending=False, kind="stable")
+    records = latest.to_dict("records")
+    unit = str(records[0]["item_unit"]) if records else "item"
+    labels = [named.label(r) for r in records]
+    charts = [Chart(id=f"throughput-{workload}", title="throughput per hardware and stack "
+                    "(each configuration's latest run)", type="bar", x_label="configuration",
+                    y_label=f"{unit}/s (median over repeats)", labels=labels, horizontal=True,
+                    datasets=[Dataset("median", [float(r["items_per_s"]) for r in records],
+                                      [tips(r) for r in records])])]
+    priced = [(label, r) for label, r in zip(labels, records, strict=True)
+              if _number(r["usd_per_million_items"]) is not None]
+    charts.append(Chart(id=f"cost-{workload}", title="cost per million items", type="bar",
+                        x_label="configuration", y_label=f"$ per million {unit}s",
+                        labels=[label for label, _ in priced], horizontal=True,
+                        datasets=[Dataset("$ / M items",
+                                          [float(r["usd_per_million_items"]) for _, r in priced],
+                                          [tips(r) for _, r in priced])],
+                        note="" if priced else "no row carries a price"))
+    charts.append(_scaling(records, workload, unit, named))
+    charts.append(_history(rows, workload, unit, named, run_dates))
+    return charts
+
+
+def _scaling(records: list[dict[str, Any]], workload: str, unit: str,
+             named: Settings) -> Chart:
+    """Throughput against GPUs per (stack, settings), with each group's ideal line: its
+    fewest-device point scaled linearly."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for record in records:  # one line per device kind: CPUs never scale along GPUs
+        facts = dict((label, value) for label, value in record["provenance"])
+        device = facts.get("GPU") or ("GPU" if facts.get("GPUs", "0") != "0" else "CPU")
+        name = f"{record['stack']} {named.of_row(record)}".strip() + f" ({device})"
+        groups.setdefault(name, []).append(record)
+    datasets = []
+    for name, members in sorted(groups.items()):
+        members = sorted(members, key=lambda r: r["devices"])
+        datasets.append(Dataset(name, [{"x": r["devices"], "y": float(r["items_per_s"])}
+                                       for r in members], [tips(r) for r in members]))
+        base = members[0]
+        if len({r["devices"] for r in members}) > 1:
+            per_device = float(base["items_per_s"]) / base["devices"]
+            datasets.append(Dataset(f"{name}: ideal", [
+                {"x": r["devices"], "y": per_device * r["devices"]} for r in members],
+                dashed=True))
+    several = any(d.dashed for d in datasets)
+    return Chart(id=f"scaling-{workload}", title="scaling against the ideal line", type="scatter",
+                 x_label="GPUs (1: CPU)", y_label=f"{unit}/s", labels=[], datasets=datasets,
+                 note="" if several else "every configuration ran on one device count: "
+                                         "no line to scale along")
+
+
+def _history(rows: pd.DataFrame, workload: str, unit: str, named: Settings,
+             run_dates: dict[str, str]) -> Chart:
+    """Each configuration's median run by run (x: the run's start), for the fastest
+    HISTORY_LINES of them."""
+    latest = rows[rows["latest"]].sort_values("items_per_s", ascending=False, kind="stable")
+    chosen = list(latest["config_id"][:HISTORY_LINES])
+    shown = rows[rows["config_id"].isin(chosen)]
+    dates = sorted({run_dates[key] for key in shown["run_key"]})
+    position = {d: i for i, d in enumerate(dates)}
+    datasets = []
+    for config_id in chosen:
+        of = shown[shown["config_id"] == config_id].to_dict("records")
+        data: list[float | None] = [None] * len(dates)
+        tip: list[list[str]] = [[] for _ in dates]
+        for record in of:
+            at = position[run_dates[record["run_key"]]]
+            data[at], tip[at] = float(record["items_per_s"]), tips(record)
+        datasets.append(Dataset(named.label(of[0]), data, tip))
+    more = latest["config_id"].nunique() - len(chosen)
+    return Chart(id=f"history-{workload}", title="history over runs", type="line",
+                 x_label="run (its first cell's start, UTC)", y_label=f"{unit}/s",
+                 labels=dates, datasets=datasets,
+                 note=f"the {len(chosen)} fastest configurations; the table has all "
+                      f"{len(chosen) + more}" if more > 0 else "")

@@ -1,0 +1,107 @@
+"""What the dashboard shows, read from the store: one row per configuration per run (the
+repeat is the unit, as in `matrix history`), each with its flags and their reasons and its
+provenance, and the runs themselves."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.database.connection import Connection
+from orchestrator.database.history import Filters, per_run, repeats
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# provenance fields a point's tooltip shows, in this order, with their labels
+PROVENANCE = (("hostname", "host"), ("instance_type", "instance"), ("gpu_model", "GPU"),
+              ("gpu_count", "GPUs"), ("cpu_model", "CPU"), ("framework", "framework"),
+              ("framework_version", "version"), ("cuda", "CUDA"), ("python", "Python"),
+              ("image_tag", "image"), ("price_source", "price"), ("tool_version", "tool"),
+              ("git_revision", "revision"))
+
+
+@dataclass(frozen=True)
+class Run:
+    key: str
+    run: str  # the matrix's name
+    location: str  # its run directory, where it was written or imported from
+    date: str  # its first cell's start
+    cells: int
+    page: str  # runs/<key>.html in the site
+
+
+@dataclass(frozen=True)
+class SiteData:
+    store: str  # the store's URL as shown (no password)
+    rows: pd.DataFrame  # per_run's columns, plus devices, reason, provenance, latest
+    runs: list[Run]
+
+
+def site_data(db: Connection, shown: str) -> SiteData:
+    """Everything the site shows; rows of every run, each configuration's latest marked."""
+    samples = repeats(db, Filters())
+    runs = _runs(db)
+    if samples.empty:
+        import pandas as pd
+
+        return SiteData(store=shown, rows=pd.DataFrame(), runs=runs)
+    rows = per_run(samples)
+    provenance = _provenance(db, set(rows["attempt_id"]))
+    reasons = _reasons(db)
+    rows["provenance"] = [provenance.get(a, []) for a in rows["attempt_id"]]
+    rows["devices"] = [_devices(provenance_of) for provenance_of in rows["provenance"]]
+    firsts = samples[samples["flags"] != ""].drop_duplicates(["config_id", "run_key"])
+    by_row = {(c, r): reasons.get(a, "") for c, r, a in
+              firsts[["config_id", "run_key", "attempt_id"]].itertuples(index=False)}
+    rows["reason"] = [by_row.get((c, r), "") for c, r in zip(rows["config_id"], rows["run_key"],
+                                                            strict=True)]
+    newest = rows.groupby("config_id")["date"].transform("max")
+    rows["latest"] = rows["date"] == newest
+    return SiteData(store=shown, rows=rows, runs=runs)
+
+
+def _runs(db: Connection) -> list[Run]:
+    found = db.query("SELECT r.run_key, r.run, r.location, MIN(c.started_at), COUNT(*) "
+                     "FROM runs r JOIN cells c ON c.run_key = r.run_key "
+                     "GROUP BY r.run_key, r.run, r.location ORDER BY MIN(c.started_at)")
+    return [Run(key=key, run=run, location=location, date=date, cells=int(cells),
+                page=f"runs/{key}.html") for key, run, location, date, cells in found]
+
+
+def _provenance(db: Connection, attempts: set[str]) -> dict[str, list[list[str]]]:
+    """attempt_id -> [label, value] pairs of its provenance, for the attempts asked."""
+    found: dict[str, list[list[str]]] = {}
+    for attempt_id, text in db.query("SELECT attempt_id, provenance FROM cells "
+                                     "WHERE provenance IS NOT NULL"):
+        if attempt_id not in attempts:
+            continue
+        record: dict[str, Any] = json.loads(text)
+        found[attempt_id] = [[label, str(record[key])] for key, label in PROVENANCE
+                             if record.get(key) not in (None, "")]
+    return found
+
+
+def _reasons(db: Connection) -> dict[str, str]:
+    """attempt_id -> why its flags were raised (the cell's error field), for flagged cells."""
+    return {attempt_id: json.loads(text).get("error") or ""
+            for attempt_id, text in db.query("SELECT attempt_id, record FROM cells "
+                                             "WHERE flags <> ''")}
+
+
+def _devices(provenance: list[list[str]]) -> int:
+    """The GPUs a row ran on (1 for a CPU run): the scaling chart's x."""
+    count = dict((label, value) for label, value in provenance).get("GPUs")
+    return max(int(count), 1) if count and count.isdigit() else 1
+
+
+def page_name(workload: str) -> str:
+    return f"workload-{workload}.html"
+
+
+def run_report(location: str) -> Path | None:
+    """The run's own report.html, where its directory is on this machine."""
+    path = Path(location) / "report.html"
+    return path if path.is_file() else None

@@ -1,0 +1,144 @@
+"""The site: index.html (workloads by hardware, and the runs), a page per workload (its
+table and charts), a page per run (its own report.html where its directory is here, else
+its rows from the store), and assets/ (the script, the stylesheet, Chart.js). Every link is
+relative, so the site works from file:// and from any static host, with no network."""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.dashboard.content import (
+    Chart,
+    Column,
+    Row,
+    Settings,
+    Table,
+    count,
+    overview_table,
+    text,
+    workload_charts,
+    workload_table,
+)
+from orchestrator.dashboard.data import Run, SiteData, page_name, run_report
+from orchestrator.dashboard.vendor import chart_script
+from orchestrator.results.store import atomic_write
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+
+def write_site(data: SiteData, out: Path) -> list[Path]:
+    """Write the whole site under `out`; the pages written."""
+    (out / "assets").mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    atomic_write(out / "assets" / "chart.umd.min.js", chart_script().encode())
+    for asset in ("site.js", "site.css"):
+        shutil.copyfile(ASSETS / asset, out / "assets" / asset)
+    rows = data.rows
+    workloads = sorted(rows["workload"].unique()) if not rows.empty else []
+    written = [_page(out / "index.html", "matrix-bench dashboard", data, workloads,
+                     tables=[overview_table(rows)] if workloads else [],
+                     intro=_overview_intro(data), extra=_runs_table(data.runs))]
+    run_dates = {run.key: run.date[:16].replace("T", " ") for run in data.runs}
+    for workload in workloads:
+        of = rows[rows["workload"] == workload]
+        named = Settings.of(of)
+        same = f" Every configuration: {named.constant}." if named.constant else ""
+        written.append(_page(out / page_name(workload), f"{workload}", data, workloads,
+                             tables=[workload_table(of, workload, named)],
+                             charts=workload_charts(of, workload, named, run_dates),
+                             intro=f"{of['config_id'].nunique()} configurations in "
+                                   f"{of['run_key'].nunique()} runs; the repeat is the unit "
+                                   "(each repeat counts once, by the median of its timed "
+                                   f"epochs). Hover a point for its row's provenance.{same}"))
+    for run in data.runs:
+        written.append(_run_page(out, run, data, workloads))
+    return written
+
+
+def _overview_intro(data: SiteData) -> str:
+    if data.rows.empty:
+        return "The store holds no result that ended ok yet."
+    return (f"{len(data.runs)} runs, {data.rows['config_id'].nunique()} configurations. Per "
+            "workload and hardware, the fastest configuration in its latest run; flagged "
+            "rows are marked, with the reason.")
+
+
+def _runs_table(runs: list[Run]) -> Table:
+    columns = [Column("date", "started"), Column("run", "run", link=True),
+               Column("location", "run directory"), Column("cells", "cell attempts", True)]
+    rows = [Row(cells=[text(r.date[:16].replace("T", " ")), text(r.run), text(r.location),
+                       count(r.cells)], links={"run": r.page}) for r in reversed(runs)]
+    return Table(id="runs", caption="runs", columns=columns, rows=rows)
+
+
+def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str]) -> Path:
+    """The run's own report.html where its directory is on this machine; else its rows."""
+    target = out / run.page
+    report = run_report(run.location)
+    if report is not None:
+        shutil.copyfile(report, target)
+        return target
+    of = data.rows[data.rows["run_key"] == run.key] if not data.rows.empty else data.rows
+    tables = [workload_table(of[of["workload"] == w], w, Settings.of(of[of["workload"] == w]),
+                             caption="this run's configurations")
+              for w in sorted(set(of["workload"]))] if not of.empty else []
+    return _page(target, f"run {run.run}", data, workloads, tables=tables, depth=1,
+                 intro=f"Its report is not at {run.location} on this machine (a run made "
+                       "elsewhere, or moved): these are its rows in the store.")
+
+
+def _page(path: Path, title: str, data: SiteData, workloads: list[str],
+          tables: list[Table] = (), charts: list[Chart] = (),  # type: ignore[assignment]
+          intro: str = "", extra: Table | None = None, depth: int = 0) -> Path:
+    up = "../" * depth
+    payload = {"tables": [_table_json(t, up) for t in [*tables, *([extra] if extra else [])]],
+               "charts": [c.as_json() for c in charts]}
+    nav = " ".join([f'<a href="{up}index.html">overview</a>',
+                    *(f'<a href="{up}{html.escape(page_name(w))}">{html.escape(w)}</a>'
+                      for w in workloads)])
+    sections = []
+    for chart in charts:
+        note = f'<p class="note">{html.escape(chart.note)}</p>' if chart.note else ""
+        sections.append(f'<figure><figcaption>{html.escape(chart.title)}</figcaption>{note}'
+                        f'<div class="chart-box" style="height: {chart.height_px}px">'
+                        f'<canvas id="chart-{html.escape(chart.id)}">'
+                        "</canvas></div></figure>")
+    blocks = [f'<div class="charts">{"".join(sections)}</div>' if sections else ""]
+    blocks += [f'<h2>{html.escape(t.caption)}</h2><div id="table-{html.escape(t.id)}"></div>'
+               for t in [*tables, *([extra] if extra else [])]]
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} · matrix-bench</title>
+<link rel="stylesheet" href="{up}assets/site.css">
+<script src="{up}assets/chart.umd.min.js"></script>
+<script src="{up}assets/site.js"></script>
+<script id="page-data" type="application/json">{_script_json(payload)}</script>
+</head><body>
+<header><h1>{html.escape(title)}</h1>
+<p>store {html.escape(data.store)} · written {generated}</p><nav>{nav}</nav></header>
+<main><p class="note">{html.escape(intro)}</p>
+{"".join(blocks)}
+</main></body></html>
+"""
+    atomic_write(path, page.encode())
+    return path
+
+
+def _table_json(table: Table, up: str) -> dict[str, Any]:
+    found = asdict(table)
+    for row in found["rows"]:
+        row["links"] = {k: up + v for k, v in row["links"].items()}
+    return found
+
+
+def _script_json(payload: dict[str, Any]) -> str:
+    """JSON that cannot end its <script> element early."""
+    return json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
