@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from orchestrator import failpoints
 from orchestrator.plan.repeats import settled
 from orchestrator.report.analysis import NOISY_SPREAD, best_choices, config_summary
+from orchestrator.report.html import write_report_html
 from orchestrator.report.markdown import (
     flag_line,
     fmt,
@@ -46,7 +47,8 @@ if TYPE_CHECKING:
 
 def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (),
                  title: str | None = None, now: datetime | None = None) -> Path:
-    """report.md and its figures (plots/*.png) in `out_dir`; returns the report's path."""
+    """report.md and its figures (plots/*.png) in `out_dir`, and report.html beside it
+    (the same, self-contained, for a browser); returns report.md's path."""
     figures: dict[str, list[tuple[str, str]]] = {}
     for workload, summary, unit in workload_summaries(df):
         for kind, figure in workload_figures(summary, workload, unit).items():
@@ -57,6 +59,7 @@ def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (
     failpoints.reached("report")  # the fault tests kill a sweep here, figures written
     path = out_dir / "report.md"
     atomic_write(path, text.encode())
+    write_report_html(path)
     return path
 
 
