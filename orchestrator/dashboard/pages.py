@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,7 +95,7 @@ def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str]) -> Path
 
 
 def _page(path: Path, title: str, data: SiteData, workloads: list[str],
-          tables: list[Table] = (), charts: list[Chart] = (),  # type: ignore[assignment]
+          tables: Sequence[Table] = (), charts: Sequence[Chart] = (),
           intro: str = "", extra: Table | None = None, depth: int = 0) -> Path:
     up = "../" * depth
     payload = {"tables": [_table_json(t, up) for t in [*tables, *([extra] if extra else [])]],
