@@ -30,7 +30,8 @@ def test_a_sweep_uploads_its_results_and_fetch_brings_them_back(moto_server, tmp
     assert "to s3://sweeps/team/up/" in done.stdout
     keys = {o["Key"] for o in boto3.client("s3", region_name="us-east-1").list_objects_v2(
         Bucket="sweeps")["Contents"]}
-    assert {"team/up/results.jsonl", "team/up/results.parquet", "team/up/report.md"} <= keys
+    assert {"team/up/results.jsonl", "team/up/results.parquet", "team/up/report.md",
+            "team/up/report.html"} <= keys
     assert sum(k.startswith("team/up/logs/") for k in keys) == 2
 
     fetched = run_cli("fetch", "s3://sweeps/team/up", "-o", "copy", cwd=tmp_path)

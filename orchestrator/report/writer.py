@@ -143,8 +143,10 @@ def _cost_section(df: pd.DataFrame) -> list[str]:
     rows = []
     for hardware, group in cells.groupby("hardware", sort=True):
         first = group.iloc[0]
-        rows.append([hardware, first.get("instance_type", ""), f"{first['price_per_hour_usd']:g}",
-                     first.get("price_source", ""), len(group),
+        instance, source = first.get("instance_type"), first.get("price_source")
+        rows.append([hardware, instance if present(instance) else "-",
+                     f"{first['price_per_hour_usd']:g}", source if present(source) else "-",
+                     len(group),
                      f"{group['wall_s'].sum() / 3600:.3f}", f"{group['cell_cost_usd'].sum():.2f}"])
     total = float(cells["cell_cost_usd"].sum())
     lines = ["## Cost", "", *table(["hardware", "instance type", "$/hour", "price", "cells",

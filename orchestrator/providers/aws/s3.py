@@ -1,4 +1,4 @@
-"""A run's results in S3: `aws.results_uri` receives the journal, parquet, report and logs
+"""A run's results in S3: `aws.results_uri` receives the journal, parquet, reports and logs
 when a sweep ends, and `matrix fetch s3://...` brings a run back to a local directory."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from typing import Any
 from orchestrator.errors import MatrixError
 
 # The run's own files; cell files and build logs stay local (logs/ carry what failed).
-UPLOADED = ("results.jsonl", "results.parquet", "report.md", "logs/*.log", "build/*.log")
+UPLOADED = ("results.jsonl", "results.parquet", "report.md", "report.html", "logs/*.log",
+            "build/*.log")
 
 
 class S3UriError(MatrixError):
