@@ -197,15 +197,21 @@ def overview_table(rows: pd.DataFrame) -> Table:
 
 def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
                     run_dates: dict[str, str]) -> list[Chart]:
+    """The workload's four charts. A row flagged implausible is in the table, marked, and
+    never drawn: one figure beyond physics would set every axis."""
+    unit = str(rows["item_unit"].iloc[0]) if len(rows) else "item"
+    left_out = rows[rows["implausible"]]["config_id"].nunique()
+    rows = rows[~rows["implausible"]]
     latest = rows[rows["latest"]].sort_values("items_per_s", ascending=False, kind="stable")
     records = latest.to_dict("records")
-    unit = str(records[0]["item_unit"]) if records else "item"
     labels = [named.label(r) for r in records]
     charts = [Chart(id=f"throughput-{workload}", title="throughput per hardware and stack "
                     "(each configuration's latest run)", type="bar", x_label="configuration",
                     y_label=f"{unit}/s (median over repeats)", labels=labels, horizontal=True,
                     datasets=[Dataset("median", [float(r["items_per_s"]) for r in records],
-                                      [tips(r) for r in records])])]
+                                      [tips(r) for r in records])],
+                    note=f"{left_out} configuration(s) flagged implausible are left out of "
+                         "the charts (marked in the table)" if left_out else "")]
     priced = [(label, r) for label, r in zip(labels, records, strict=True)
               if _number(r["usd_per_million_items"]) is not None]
     charts.append(Chart(id=f"cost-{workload}", title="cost per million items", type="bar",
