@@ -80,7 +80,7 @@ fi
 if [[ "${1:-}" == "--dev" ]]; then
     step "checking for a Docker engine (the tests build and run stack images)"
     bash scripts/docker_engine.sh
-    step "checking for Slurm, munge and MariaDB (the Slurm tests run a one-node cluster)"
+    step "checking for Slurm, munge, MariaDB, PostgreSQL and Chromium (the Slurm, results-store and page tests start their own)"
     bash scripts/test_services.sh
 fi
 step "ready: $(.venv/bin/python --version), $(.venv/bin/matrix --help >/dev/null && echo matrix ok)," \
