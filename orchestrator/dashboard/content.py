@@ -7,11 +7,12 @@ chart point carries its tooltip lines: the row's figures and its provenance.
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.dashboard.data import page_name
+from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_usd, present
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,28 +75,23 @@ class Chart:
         return found
 
 
-def _number(value: Any) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+def _sorted_as(render: Callable[[float | None], str], template: str = "{}"
+               ) -> Callable[[Any], Cell]:
+    """A cell maker from one of the report's number formats (report/markdown.py): the text
+    as the report writes it, the number to sort by; None for a missing figure."""
+    def make(value: Any) -> Cell:
+        return [template.format(render(value)), float(value)] if present(value) else None
+    return make
+
+
+usd = _sorted_as(fmt_usd, "${}")
+pct = _sorted_as(fmt_pct)
+mib = _sorted_as(fmt_mib, "{} MiB")
 
 
 def rate(value: Any, unit: str) -> Cell:
-    value = _number(value)
-    return None if value is None else [f"{value:,.4g} {unit}/s", float(value)]
-
-
-def usd(value: Any) -> Cell:
-    value = _number(value)
-    return None if value is None else [f"${value:,.3g}", float(value)]
-
-
-def pct(value: Any) -> Cell:
-    value = _number(value)
-    return None if value is None else [f"{value:.1%}", float(value)]
-
-
-def mib(value: Any) -> Cell:
-    value = _number(value)
-    return None if value is None else [f"{value / 2**20:,.0f} MiB", float(value)]
+    """Items per second to four significant digits, so a slow CPU row is not rounded."""
+    return [f"{value:,.4g} {unit}/s", float(value)] if present(value) else None
 
 
 def text(value: Any) -> Cell:
@@ -213,7 +209,7 @@ def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
                     note=f"{left_out} configuration(s) flagged implausible are left out of "
                          "the charts (marked in the table)" if left_out else "")]
     priced = [(label, r) for label, r in zip(labels, records, strict=True)
-              if _number(r["usd_per_million_items"]) is not None]
+              if present(r["usd_per_million_items"])]
     charts.append(Chart(id=f"cost-{workload}", title="cost per million items", type="bar",
                         x_label="configuration", y_label=f"$ per million {unit}s",
                         labels=[label for label, _ in priced], horizontal=True,
@@ -232,9 +228,7 @@ def _scaling(records: list[dict[str, Any]], workload: str, unit: str,
     fewest-device point scaled linearly."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for record in records:  # one line per device kind: CPUs never scale along GPUs
-        facts = dict((label, value) for label, value in record["provenance"])
-        device = facts.get("GPU") or ("GPU" if facts.get("GPUs", "0") != "0" else "CPU")
-        name = f"{record['stack']} {named.of_row(record)}".strip() + f" ({device})"
+        name = f"{record['stack']} {named.of_row(record)}".strip() + f" ({record['device']})"
         groups.setdefault(name, []).append(record)
     datasets = []
     for name, members in sorted(groups.items()):

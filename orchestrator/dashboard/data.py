@@ -36,7 +36,7 @@ class Run:
 @dataclass(frozen=True)
 class SiteData:
     store: str  # the store's URL as shown (no password)
-    rows: pd.DataFrame  # per_run's columns, plus devices, reason, provenance, latest
+    rows: pd.DataFrame  # per_run's, plus devices, device, reason, provenance, latest
     runs: list[Run]
 
 
@@ -51,8 +51,10 @@ def site_data(db: Connection, shown: str) -> SiteData:
     rows = per_run(samples)
     provenance = _provenance(db, set(rows["attempt_id"]))
     reasons = _reasons(db)
-    rows["provenance"] = [provenance.get(a, []) for a in rows["attempt_id"]]
-    rows["devices"] = [_devices(provenance_of) for provenance_of in rows["provenance"]]
+    rows["provenance"] = [_shown(provenance.get(a)) for a in rows["attempt_id"]]
+    devices = [_devices(provenance.get(a)) for a in rows["attempt_id"]]
+    rows["devices"] = [count for count, _ in devices]
+    rows["device"] = [kind for _, kind in devices]
     firsts = samples[samples["flags"] != ""].drop_duplicates(["config_id", "run_key"])
     by_row = {(c, r): reasons.get(a, "") for c, r, a in
               firsts[["config_id", "run_key", "attempt_id"]].itertuples(index=False)}
@@ -71,17 +73,17 @@ def _runs(db: Connection) -> list[Run]:
                 page=f"runs/{key}.html") for key, run, location, date, cells in found]
 
 
-def _provenance(db: Connection, attempts: set[str]) -> dict[str, list[list[str]]]:
-    """attempt_id -> [label, value] pairs of its provenance, for the attempts asked."""
-    found: dict[str, list[list[str]]] = {}
-    for attempt_id, text in db.query("SELECT attempt_id, provenance FROM cells "
-                                     "WHERE provenance IS NOT NULL"):
-        if attempt_id not in attempts:
-            continue
-        record: dict[str, Any] = json.loads(text)
-        found[attempt_id] = [[label, str(record[key])] for key, label in PROVENANCE
-                             if record.get(key) not in (None, "")]
-    return found
+def _provenance(db: Connection, attempts: set[str]) -> dict[str, dict[str, Any]]:
+    """attempt_id -> its provenance record, for the attempts asked."""
+    return {attempt_id: json.loads(text) for attempt_id, text in db.query(
+        "SELECT attempt_id, provenance FROM cells WHERE provenance IS NOT NULL")
+        if attempt_id in attempts}
+
+
+def _shown(record: dict[str, Any] | None) -> list[list[str]]:
+    """[label, value] pairs of a provenance record, as a point's tooltip shows them."""
+    return [[label, str(record[key])] for key, label in PROVENANCE
+            if record and record.get(key) not in (None, "")]
 
 
 def _reasons(db: Connection) -> dict[str, str]:
@@ -91,10 +93,13 @@ def _reasons(db: Connection) -> dict[str, str]:
                                              "WHERE flags <> ''")}
 
 
-def _devices(provenance: list[list[str]]) -> int:
-    """The GPUs a row ran on (1 for a CPU run): the scaling chart's x."""
-    count = dict((label, value) for label, value in provenance).get("GPUs")
-    return max(int(count), 1) if count and count.isdigit() else 1
+def _devices(record: dict[str, Any] | None) -> tuple[int, str]:
+    """What a row ran on: how many devices (the scaling chart's x; 1 for a CPU run) and of
+    which kind (its GPU model, "GPU", or "CPU"), so a CPU is never on a GPU's line."""
+    gpus = (record or {}).get("gpu_count") or 0
+    if not gpus:
+        return 1, "CPU"
+    return int(gpus), str((record or {}).get("gpu_model") or "GPU")
 
 
 def page_name(workload: str) -> str:

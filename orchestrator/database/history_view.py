@@ -16,6 +16,7 @@ from rich.table import Table
 from orchestrator.database.history import Regression
 from orchestrator.report.compare import Verdict
 from orchestrator.report.compare_view import STYLE
+from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_usd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,11 +132,11 @@ def _cell(name: str, row: dict[str, Any]) -> str:
     if name == "items_per_s":
         return f"{value:,.4g} {row['item_unit']}/s"
     if name == "usd_per_million_items":
-        return f"${value:,.3g}"
+        return f"${fmt_usd(value)}"
     if name == "spread":
-        return f"{value:.1%}"
+        return fmt_pct(value)
     if name == "mem_peak_bytes":
-        return f"{value / 2**20:,.0f} MiB"
+        return f"{fmt_mib(value)} MiB"
     if isinstance(value, float):
         return f"{value:,.4g}"
     return str(value)
