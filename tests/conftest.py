@@ -202,16 +202,22 @@ def image_env(tmp_path_factory: pytest.TempPathFactory) -> ImageEnv:
                     wheelhouse=wheelhouse, locks=locks)
 
 
+def require_service(missing: str | None, what: str, required_by: str) -> None:
+    """Skip the test when a service it needs cannot run here (`missing` says why), or fail
+    it where `required_by` is set: CI sets it, so there such a test never skips."""
+    if missing is None:
+        return
+    if os.environ.get(required_by):
+        pytest.fail(f"{required_by} is set but {missing}")
+    pytest.skip(f"needs {what}: {missing} (bash scripts/test_services.sh)")
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One real PostgreSQL for the session (tests/postgres_server.py), stopped at its end."""
     from tests.postgres_server import postgres_missing, start_postgres
 
-    missing = postgres_missing()
-    if missing:
-        if os.environ.get("MATRIX_BENCH_REQUIRE_POSTGRES"):
-            pytest.fail(f"MATRIX_BENCH_REQUIRE_POSTGRES is set but {missing}")
-        pytest.skip(f"needs PostgreSQL: {missing} (bash scripts/test_services.sh)")
+    require_service(postgres_missing(), "PostgreSQL", "MATRIX_BENCH_REQUIRE_POSTGRES")
     root = Path(tempfile.mkdtemp(prefix="matrix-bench-pg-"))  # a folder its user can reach
     server = start_postgres(root)
     yield server
@@ -224,11 +230,7 @@ def browser() -> Iterator[Browser]:
     """One headless Chromium for the session (tests/browser.py), stopped at its end."""
     from tests.browser import browser_missing, start_browser
 
-    missing = browser_missing()
-    if missing:
-        if os.environ.get("MATRIX_BENCH_REQUIRE_BROWSER"):
-            pytest.fail(f"MATRIX_BENCH_REQUIRE_BROWSER is set but {missing}")
-        pytest.skip(f"needs a browser: {missing} (bash scripts/test_services.sh)")
+    require_service(browser_missing(), "a browser", "MATRIX_BENCH_REQUIRE_BROWSER")
     started = start_browser()
     yield started
     started.stop()

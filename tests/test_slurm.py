@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT, cell_records, journal, run_cli, write
+from tests.conftest import PROJECT, cell_records, journal, require_service, run_cli, write
 from tests.slurm_cluster import SlurmCluster, slurm_missing, start_cluster
 
 pytestmark = pytest.mark.slow
@@ -24,11 +24,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
     """One Slurm for the test session; SLURM_CONF points every client (and `matrix`) at it."""
-    missing = slurm_missing()
-    if missing:
-        if os.environ.get("MATRIX_BENCH_REQUIRE_SLURM"):
-            pytest.fail(f"MATRIX_BENCH_REQUIRE_SLURM is set but {missing}")
-        pytest.skip(f"needs Slurm: {missing} (bash scripts/test_services.sh)")
+    require_service(slurm_missing(), "Slurm", "MATRIX_BENCH_REQUIRE_SLURM")
     cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
