@@ -99,6 +99,8 @@ def test_every_installed_backend_trains_and_records_its_epochs(backend_run):
         assert cell["status"] == "ok", (backend, cell.get("log_tail"))
         provenance = provenance_of(records, cell)
         assert provenance["framework"] == backend
+        # the model's device, read back from the backend: the CPU here
+        assert "cpu" in provenance["compute_device"].lower(), provenance["compute_device"]
         assert provenance["precision_switches"] == {"keras.dtype_policy": "float32",
                                                     **FP32_SWITCHES[backend]}
         epochs = [r for r in records if r["record"] == "measurement"
@@ -120,6 +122,18 @@ def test_the_multi_device_paths_run_on_cpu_devices_and_torch_says_unsupported(ba
         assert "data parallel over 2 device(s)" in log, log[-2000:]
     assert cells["torch"]["status"] == "unsupported"
     assert "one device" in cells["torch"]["error"]
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("jax"), reason="JAX is not installed")
+def test_jax_without_a_gpu_on_gpu_hardware_is_unsupported_not_a_cpu_run():
+    # a JAX without its CUDA plugin lists only CPU devices, as JAX does on this machine
+    from orchestrator.worker.context import Unsupported
+    from workloads.keras_lstm.workload import _distribution
+
+    with pytest.raises(Unsupported, match="JAX sees no GPU here"):
+        _distribution("jax", 1, on_gpu=True)
+    _scope, devices = _distribution("jax", 1, on_gpu=False)
+    assert [d.platform for d in devices] == ["cpu"]
 
 
 def test_a_backend_the_stack_does_not_pin_is_incompatible_at_plan_time(tmp_path):

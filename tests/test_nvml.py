@@ -12,7 +12,14 @@ from types import SimpleNamespace
 import pytest
 
 from orchestrator.worker.measure import EpochMeter
-from orchestrator.worker.nvml import NvmlProbe, Reading, Sampler, nvml_reader, summarise
+from orchestrator.worker.nvml import (
+    NvmlProbe,
+    Reading,
+    Sampler,
+    gpu_identity,
+    nvml_reader,
+    summarise,
+)
 
 # Four samples of a 300 W GPU at 0.1 s intervals; the energy counter rises 30 J per sample.
 RECORDED = [
@@ -205,3 +212,45 @@ def test_readings_are_stamped_with_the_meters_clock(monkeypatch):
     assert stamped.power_w == 100 and stamped.energy_mj == 1_000
     for timed in (EpochMeter, NvmlProbe):
         assert inspect.signature(timed).parameters["clock"].default is time.perf_counter
+
+
+class RecordedNvml:
+    """What nvidia-ml-py answered on an H100 SXM node (driver 580.159.04), for gpu_identity."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, power_limit: bool = True) -> None:
+        self.power_limit = power_limit
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> str:
+        return uuid
+
+    def nvmlDeviceGetName(self, handle: str) -> bytes:
+        return b"NVIDIA H100 80GB HBM3"  # older nvidia-ml-py releases answer bytes
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.159.04"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> SimpleNamespace:
+        return SimpleNamespace(total=85_520_809_984, used=0)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: str) -> int:
+        if not self.power_limit:
+            raise self.NVMLError("Not Supported")
+        return 700_000  # milliwatts
+
+
+def test_gpu_identity_is_what_the_driver_says_for_every_framework():
+    identity = gpu_identity(["0", "GPU-8f1c"], nvml=RecordedNvml())
+    assert identity == {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 2,
+                        "driver": "580.159.04", "gpu_memory_bytes": 85_520_809_984,
+                        "gpu_power_limit_w": 700.0}
+    assert "gpu_power_limit_w" not in gpu_identity(["0"], nvml=RecordedNvml(power_limit=False))
+    assert gpu_identity([], nvml=RecordedNvml()) == {}

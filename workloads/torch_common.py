@@ -28,6 +28,11 @@ def use_torch(ctx: Context) -> torch.device:
     return device
 
 
+def ran_on(ctx: Context, model: torch.nn.Module) -> None:
+    """Record where the model's parameters really are (the provenance's compute_device)."""
+    ctx.ran_on(str(next(model.parameters()).device))
+
+
 def set_precision(precision: str, device: torch.device) -> None:
     """fp32 is true fp32 (TF32 off, also outside autocast regions); tf32 turns TF32 on;
     fp16 and tf32 need a GPU (the workloads' declarations mark them gpu_only)."""

@@ -34,6 +34,9 @@ SCHEMA_VERSION = 4
 #           than slurm.queue_timeout_s and was cancelled before it started). Nothing to
 #           upgrade: a version 3 record is a valid version 4 record; the version tells a
 #           reader of version 3 that it may meet a status it does not know.
+#   Within 4, provenance records gained the optional gpu_memory_bytes, gpu_power_limit_w
+#   (from NVML, for every framework) and compute_device (the model's device, read back),
+#   so no version and no migration: an older version 4 record is still a valid one.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -203,6 +206,10 @@ class ProvenanceRecord(_Identity):
     driver: str | None = None
     gpu_model: str | None = None
     gpu_count: int | None = None
+    gpu_memory_bytes: int | None = None  # each card's memory, as the driver reports it
+    gpu_power_limit_w: float | None = None  # the enforced power limit of one card
+    # the device the framework held the model on, read back ("cuda:0", "gpu:0", "cpu")
+    compute_device: str | None = None
     cpu_model: str | None = None
     cpu_count: int | None = None
     hostname: str | None = None

@@ -49,6 +49,9 @@ class Context:
         # precision switch -> its value as text, read back from the framework once the
         # workload has set them (e.g. torch.backends.cudnn.allow_tf32 -> "False")
         self.precision_switches: dict[str, str] = {}
+        # where the framework put the model, read back from it (ran_on): "cuda:0", "gpu:0",
+        # "cpu"; a framework that quietly fell back to the CPU shows here
+        self.compute_device: str | None = None
         self._sync: Sync = no_sync
         self._probes: list[MemoryProbe] = [HostRssProbe()]
 
@@ -91,6 +94,12 @@ class Context:
         (a command's script may give only the last two)."""
         self.framework, self.framework_version, self._sync = name, version, sync
         self._probes = [HostRssProbe(), *probes, *self.gpu_probes()]
+
+    def ran_on(self, device: str) -> None:
+        """Record the device the framework really holds the model on (a parameter's device,
+        read back once the model is built), for the provenance record: a cell on GPU
+        hardware whose framework found no GPU would otherwise pass as a GPU row."""
+        self.compute_device = device
 
     def gpu_probes(self) -> list[MemoryProbe]:
         """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""

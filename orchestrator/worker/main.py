@@ -114,25 +114,32 @@ def _provenance(ctx: Context | None) -> dict[str, Any]:
             "data_sha256": ctx.data_files,
             "precision_switches": {str(k): str(v) for k, v in ctx.precision_switches.items()},
         }
-    torch = sys.modules.get("torch")  # only if the workload imported it
-    # CUDA and cuDNN only where the cell ran on a GPU: a CUDA build of torch on a CPU-only
-    # cell used neither (its framework_version, e.g. 2.13.0+cu130, still names the build)
-    if torch is not None and ctx is not None and ctx.gpus > 0 and torch.cuda.is_available():
-        record["cuda"] = torch.version.cuda
-        if torch.backends.cudnn.is_available():
-            record["cudnn"] = cudnn_version_string(torch.backends.cudnn.version())
-        record["gpu_model"] = torch.cuda.get_device_name(0)
-        record["gpu_count"] = torch.cuda.device_count()
-        record["driver"] = _nvidia_driver()
+    if ctx is not None and ctx.compute_device:
+        record["compute_device"] = ctx.compute_device
+    if ctx is not None and ctx.gpus > 0:
+        record |= _gpu_provenance()
     return {k: v for k, v in record.items() if v is not None}
 
 
-def _nvidia_driver() -> str | None:
+def _gpu_provenance() -> dict[str, Any]:
+    """The cell's GPUs as the driver names them (NVML, whatever the framework), and the CUDA
+    and cuDNN torch used, where the workload imported torch. Only for cells on GPU hardware:
+    a CUDA build of torch on a CPU-only cell used neither (its framework_version, e.g.
+    2.13.0+cu130, still names the build)."""
+    record: dict[str, Any] = {}
     try:
-        import pynvml
+        from orchestrator.worker.nvml import gpu_identity, visible_gpu_ids
 
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else version
-    except Exception:  # provenance is best effort, never a failure
-        return None
+        record |= gpu_identity(visible_gpu_ids())
+    except Exception as exc:  # provenance is best effort, never a failure
+        print(f"matrix-bench: no GPU identity from NVML ({type(exc).__name__}: {exc})",
+              file=sys.stderr)
+    torch = sys.modules.get("torch")  # only if the workload imported it
+    if torch is not None and torch.cuda.is_available():
+        record["cuda"] = torch.version.cuda
+        if torch.backends.cudnn.is_available():
+            record["cudnn"] = cudnn_version_string(torch.backends.cudnn.version())
+        record.setdefault("gpu_model", torch.cuda.get_device_name(0))
+        record.setdefault("gpu_count", torch.cuda.device_count())
+        record.setdefault("gpu_memory_bytes", torch.cuda.get_device_properties(0).total_memory)
+    return record

@@ -11,11 +11,12 @@ Imported by the worker only for cells with GPUs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 SAMPLE_INTERVAL_S = 0.1
 
@@ -206,3 +207,34 @@ def nvml_reader(gpu_ids: Sequence[str]) -> Reader:
         )
 
     return read
+
+
+def gpu_identity(gpu_ids: Sequence[str], nvml: Any = None) -> dict[str, str | int | float]:
+    """What the driver says of the cell's GPUs, for the provenance record: the model name
+    the peak table is looked up by, how many, the driver, each card's memory and its
+    enforced power limit (the first GPU's: a cell's GPUs are of one model). The same for
+    every framework, so a JAX or Keras cell is identified as a torch cell is. `nvml` is
+    the pynvml module; passing another is the seam for recorded readings."""
+    if nvml is None:
+        import pynvml
+
+        nvml = pynvml
+    nvml.nvmlInit()
+    handles = [nvml.nvmlDeviceGetHandleByUUID(g) if g.startswith(("GPU-", "MIG-"))
+               else nvml.nvmlDeviceGetHandleByIndex(int(g)) for g in gpu_ids]
+    if not handles:
+        return {}
+    first = handles[0]
+
+    def text(value: str | bytes) -> str:
+        return value.decode() if isinstance(value, bytes) else value
+
+    identity: dict[str, str | int | float] = {
+        "gpu_model": text(nvml.nvmlDeviceGetName(first)),
+        "gpu_count": len(handles),
+        "driver": text(nvml.nvmlSystemGetDriverVersion()),
+        "gpu_memory_bytes": int(nvml.nvmlDeviceGetMemoryInfo(first).total),
+    }
+    with contextlib.suppress(nvml.NVMLError):  # some boards (and MIG slices) do not say
+        identity["gpu_power_limit_w"] = nvml.nvmlDeviceGetEnforcedPowerLimit(first) / 1000
+    return identity

@@ -33,6 +33,7 @@ from workloads.torch_common import (
     autocast,
     backward_and_step,
     precision_switches,
+    ran_on,
     require_autocast_dtype,
     set_precision,
 )
@@ -140,7 +141,9 @@ def run(ctx: Context) -> None:
     if p["data"] != "synthetic":
         ctx.data_files[os.path.basename(p["data"])] = sha256_of(Path(p["data"]))
     with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
-        _train(ctx, Trainer(p, 0, workers, device), workers, device)
+        trainer = Trainer(p, 0, workers, device)
+        ran_on(ctx, trainer.model)
+        _train(ctx, trainer, workers, device)
 
 
 def _train(ctx: Context, trainer: Trainer, workers: int, device: torch.device) -> None:

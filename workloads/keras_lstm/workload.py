@@ -156,9 +156,20 @@ def run(ctx: Context) -> None:
         ])
         model.compile(loss="categorical_crossentropy",
                       optimizer=keras.optimizers.RMSprop(learning_rate=p["lr"]))
+    ctx.ran_on(model_device(model, backend))
     timer = epoch_timer(keras, ctx, len(x), p["batch_size"], p["warmup_steps"], sync)
     model.fit(x, y, batch_size=p["batch_size"], epochs=ctx.epochs, shuffle=True,
               verbose=0, callbacks=[timer])
+
+
+def model_device(model: Any, backend: str) -> str:
+    """The device the backend holds the model's first weight on, read back: "cuda:0" from
+    torch, "gpu:0" from JAX (platform and id), TensorFlow's device string."""
+    value = model.weights[0].value
+    if backend == "jax":
+        device = next(iter(value.devices()))
+        return f"{device.platform}:{device.id}"
+    return str(value.device)
 
 
 def set_precision(keras: Any, backend: str, precision: str, on_gpu: bool) -> None:
@@ -251,6 +262,9 @@ def _distribution(backend: str, devices: int, on_gpu: bool
         import keras
 
         found = jax.devices()
+        if on_gpu and all(device.platform == "cpu" for device in found):
+            raise Unsupported("JAX sees no GPU here (no CUDA plugin, e.g. jax-cuda13-plugin, "
+                              "is installed): this cell would train on the CPU")
         if len(found) < devices:
             raise Unsupported(f"{devices} JAX devices asked for, {len(found)} visible")
         if devices > 1:

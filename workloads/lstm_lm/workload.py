@@ -23,6 +23,7 @@ from workloads.torch_common import (
     autocast,
     backward_and_step,
     precision_switches,
+    ran_on,
     require_autocast_dtype,
     set_precision,
     use_torch,
@@ -166,6 +167,7 @@ def run(ctx: Context) -> None:
             f"{seq_len}, not more than warmup_steps={warmup}: use more tokens or smaller batches")
 
     trainer = Trainer(p, corpus.vocab, device)
+    ran_on(ctx, trainer.model)
     lstm = trainer.model.lstm
     require_autocast_dtype(lstm, "nn.LSTM", torch.zeros(2, 1, lstm.input_size, device=device),
                            precision, device)

@@ -27,6 +27,7 @@ from workloads.torch_common import (
     autocast,
     backward_and_step,
     precision_switches,
+    ran_on,
     require_autocast_dtype,
     set_precision,
 )
@@ -195,7 +196,9 @@ def run(ctx: Context) -> None:
     ctx.precision_switches.update(precision_switches(precision, device))
     require_precision(p, device)  # before any rank is spawned
     with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
-        _train(ctx, Worker(p, 0, workers, device), workers)
+        worker = Worker(p, 0, workers, device)
+        ran_on(ctx, worker.model)
+        _train(ctx, worker, workers)
 
 
 def _train(ctx: Context, worker: Worker, workers: int) -> None:

@@ -23,6 +23,7 @@ from orchestrator.worker.context import Context, Unsupported
 from workloads.torch_common import (
     autocast,
     precision_switches,
+    ran_on,
     require_autocast_dtype,
     set_precision,
     use_torch,
@@ -184,6 +185,7 @@ def run(ctx: Context) -> None:
                          f"at least {COMPILED_MIN_WARMUP}, not {warmup}")
     device = use_torch(ctx)
     bench = setup(p, device)
+    ran_on(ctx, bench.model)
     ctx.precision_switches.update(precision_switches(bench.precision, device))
     print(f"rnn_micro: rnn_impl={p['rnn_impl']} runs as {bench.how}", flush=True)
 

@@ -27,6 +27,7 @@ from workloads.torch_common import (
     autocast,
     backward_and_step,
     precision_switches,
+    ran_on,
     set_precision,
     use_torch,
 )
@@ -140,6 +141,7 @@ def run(ctx: Context) -> None:
     device = use_torch(ctx)
     warmup, seq_len = p["warmup_steps"], p["seq_len"]
     trainer = Trainer(p, device)
+    ran_on(ctx, trainer.model)
     ctx.precision_switches.update(precision_switches(trainer.precision, device))
     data = make_data(p, device)
     if len(data.batches) < warmup + 1:
