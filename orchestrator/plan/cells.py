@@ -66,6 +66,8 @@ class Cell(BaseModel):
     # the declaration of a workload that is not built in, for the node that runs the cell,
     # which may not know it (a folder it does not have, a command the matrix declared)
     workload_info: WorkloadInfo | None = None
+    # time the last epoch under torch's profiler, its trace into cells/<cell_id>.trace.json
+    profile: bool = False
 
 
 def declared(cell: Cell) -> WorkloadInfo:
@@ -205,7 +207,8 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
     info = load_workload(entry.name)
     params = info.resolve(given)
     epochs = entry.epochs or info.epochs
-    config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs)
+    config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs,
+                             profile=entry.profile)
     command = None if entry.command is None else substitute(entry.command, params, epochs)
     own = None if workload_source(info.name) == "built-in" else info
     for repeat in range(1, spec.min_repeats + 1):
@@ -218,6 +221,7 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
             cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
             workload_module=package_module(info.name), command=command,
             command_cwd=entry.cwd if command else None, workload_info=own,
+            profile=entry.profile,
         )
 
 

@@ -68,15 +68,18 @@ def params_identity(workload: str, params: dict[str, Scalar]) -> dict[str, Scala
 
 
 def config_id_of(hardware: Hardware, stack: Stack, workload: str, version: str,
-                 params: dict[str, Scalar], epochs: int) -> str:
-    return content_hash({
+                 params: dict[str, Scalar], epochs: int, profile: bool = False) -> str:
+    """A profiled cell (`profile: true`) times its last epoch under the profiler, so it is
+    another configuration; an unprofiled one hashes exactly as before the option existed."""
+    content = {
         "hardware": model_identity(hardware),
         "stack": model_identity(stack),
         "workload": workload,
         "workload_version": version,
         "params": params_identity(workload, params),
         "epochs": epochs,
-    })
+    }
+    return content_hash({**content, "profile": True} if profile else content)
 
 
 def cell_id_of(config_id: str, repeat: int) -> str:

@@ -112,6 +112,10 @@ def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> Workl
     if entry.path is not None:
         raise doc.error((*loc, "command"), "a workload is a folder (path:) or a command "
                                            "(command:), not both")
+    if entry.profile:
+        raise doc.error((*loc, "profile"), "the worker profiles the epochs it times itself: "
+                                           "a command's script runs its own loop (profile it "
+                                           "with torch.profiler in the script)")
     cwd = (doc.path.parent / Path(entry.cwd or ".").expanduser()).resolve()
     if not cwd.is_dir():
         raise doc.error((*loc, "cwd"), f"{cwd} is not a folder")

@@ -92,6 +92,7 @@ class CellFile:
     workload_module: str | None = None  # an installed package's workload: its package
     command: list[str] | None = None  # a command workload: the script's arguments, filled in
     command_cwd: str | None = None  # ... and the folder it runs in
+    profile: bool = False  # the last epoch under torch.profiler (Context.start_epoch)
 
     @property
     def workload_package(self) -> str:
@@ -110,7 +111,7 @@ class CellFile:
             types = dict(raw["param_types"])
             values = {name: _typed(value, types.get(name)) for name, value in
                       raw["params"].items()}
-            given = {f.name: raw.get(f.name) if f.name in _OPTIONAL else raw[f.name]
+            given = {f.name: raw.get(f.name, f.default) if f.name in _OPTIONAL else raw[f.name]
                      for f in fields(cls)}
             return cls(**{**given, "params": values,
                           "param_types": types,
@@ -121,7 +122,7 @@ class CellFile:
 
 
 # absent from a built-in workload's file
-_OPTIONAL = ("workload_dir", "workload_module", "command", "command_cwd")
+_OPTIONAL = ("workload_dir", "workload_module", "command", "command_cwd", "profile")
 
 
 def _typed(value: Scalar, declared: str | None) -> Scalar:

@@ -15,6 +15,7 @@ from typing import Any
 
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+from orchestrator.worker.profiling import EpochProfiler
 from orchestrator.worker.workload_code import optional_module
 
 
@@ -54,6 +55,8 @@ class Context:
         self.compute_device: str | None = None
         self._sync: Sync = no_sync
         self._probes: list[MemoryProbe] = [HostRssProbe()]
+        self._epochs_started = 0
+        self._profiler = EpochProfiler(writer.path) if cell.profile else None
 
     @property
     def params(self) -> dict[str, Any]:
@@ -122,6 +125,9 @@ class Context:
         """The meter of one epoch (or timed round): resets the probes, synchronises and reads
         the clock (the start of `epoch_s`), then times; `block_steps` > 1 times the timed
         steps in synchronised blocks of that many (EpochMeter: block timing)."""
+        self._epochs_started += 1
+        if self._profiler is not None and self._epochs_started == self.epochs:
+            self._profiler.start()  # the last epoch (profiling.py says why)
         return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, probes=self._probes,
                           block_steps=block_steps)
 
@@ -143,6 +149,8 @@ class Context:
         flops = self.flops_per_item()
         if flops is not None:
             record["flops_per_item"] = flops
+        if self._profiler is not None and self._epochs_started == self.epochs:
+            self._profiler.stop(epoch)  # after the figures: the export is not timed
         self.writer.write(record)
         print(epoch_line(record, self.epochs), flush=True)  # the cell's log
         return record
