@@ -1,0 +1,106 @@
+"""The GPU check's two probes before its sweep (bench/gpu/check.sh).
+
+`imports`: every module the check's path imports, found or not, with the versions that
+matter, so a node that lacks one is told in a line before any device time is spent.
+
+`timing OUT.json`: the harness's clock checked against the device's own. A block of bf16
+matrix products is timed by the workloads' EpochMeter (a device synchronisation before
+every clock read), once per step and once in blocks of ten steps, and by CUDA events
+recorded around the same steps; summary.py holds the two within 5%. Without CUDA the
+probe writes why it did not run.
+
+    python bench/gpu/probes.py imports --mode gpu
+    python bench/gpu/probes.py timing --mode gpu OUT.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+# What the check's path imports: the tool and its report, the workloads and their
+# frameworks. Never ray, docker or tensorflow (tests/test_gpu_check.py holds that).
+NEEDED = ("pydantic", "yaml", "typer", "rich", "psutil", "pandas", "pyarrow", "matplotlib",
+          "markdown_it", "numpy", "torch", "jax", "keras", "transformers", "accelerate")
+NEEDED_ON_GPU = ("pynvml",)
+VERSIONS = ("torch", "jax", "keras", "transformers", "pydantic")
+STEPS = 50
+BLOCK = 10
+SIZE = 8192
+
+
+def imports(mode: str) -> int:
+    """Import each needed module; one line each for the missing, and the versions."""
+    missing, versions = [], {}
+    # Keras imports its backend at once, TensorFlow unless told: the check's cells name theirs
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    for name in NEEDED + (NEEDED_ON_GPU if mode == "gpu" else ()):
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            missing.append(f"{name} ({exc})")
+            continue
+        if name in VERSIONS:
+            versions[name] = str(getattr(module, "__version__", "?"))
+    for line in missing:
+        print(f"probes: missing {line}")
+    print("probes: " + ", ".join(f"{name} {version}" for name, version in versions.items()))
+    return 2 if missing else 0
+
+
+def timing(mode: str, out: Path) -> int:
+    """Write the meter's and the CUDA events' seconds for the same steps, or why not."""
+    import torch
+
+    if mode != "gpu" or not torch.cuda.is_available():
+        result = {"skipped": "no CUDA device" if mode == "gpu" else "--cpu: no GPU to time"}
+    else:
+        result = {"size": SIZE, "steps": STEPS, "blocks": [measure(1), measure(BLOCK)]}
+    out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(f"probes: timing {json.dumps(result)}")
+    return 0
+
+
+def measure(block_steps: int) -> dict[str, float]:
+    """STEPS bf16 products of SIZE-square matrices, by the meter and by CUDA events."""
+    import torch
+
+    from orchestrator.worker.measure import EpochMeter
+
+    a = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):  # warm-up: cuBLAS picks its kernel
+        a @ b
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    meter = EpochMeter(warmup_steps=0, sync=torch.cuda.synchronize, block_steps=block_steps)
+    start.record()
+    for _ in range(STEPS):
+        with meter.step(items=1):
+            a @ b
+    end.record()
+    summary = meter.summary()
+    events_s = start.elapsed_time(end) / 1000
+    return {"block_steps": block_steps, "meter_s": float(summary["train_s"]),
+            "events_s": events_s,
+            "tflops": 2 * SIZE**3 * STEPS / events_s / 1e12}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("probe", choices=["imports", "timing"])
+    parser.add_argument("out", nargs="?", type=Path)
+    parser.add_argument("--mode", choices=["gpu", "cpu"], default="gpu")
+    args = parser.parse_intermixed_args(argv)
+    if args.probe == "imports":
+        return imports(args.mode)
+    if args.out is None:
+        parser.error("timing needs OUT.json")
+    return timing(args.mode, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
