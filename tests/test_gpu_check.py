@@ -162,6 +162,30 @@ def test_over_budget_is_not_held(tmp_path):
     assert claim(judged(tmp_path, GOOD, elapsed_s=500), "the check ends")["held"] is False
 
 
+class WallEvent:
+    """A CUDA event's interface on the host clock: recorded when called, elapsed in ms."""
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: WallEvent) -> float:
+        return (end.t - self.t) * 1000
+
+
+@pytest.mark.parametrize("block_steps", [1, 10])
+def test_the_timing_probe_compares_the_meter_with_events_around_the_same_steps(block_steps):
+    # on the CPU the "events" read the host clock, so the two must agree closely; on a GPU
+    # the same code compares the meter with CUDA events (probes.measure)
+    spec = importlib.util.spec_from_file_location("gpu_probes", GPU_BENCH / "probes.py")
+    assert spec and spec.loader
+    probes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probes)
+    timed = probes.compare(lambda: sum(range(200_000)), lambda: None, block_steps,
+                           WallEvent(), WallEvent(), steps=50)
+    assert timed["block_steps"] == block_steps and timed["events_s"] > 0
+    assert abs(timed["meter_s"] - timed["events_s"]) / timed["events_s"] < 0.05
+
+
 def run_script(*args: str, env: dict[str, str] | None = None, timeout: float = 60
                ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", *args], capture_output=True, text=True, env=env,

@@ -20,7 +20,9 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 # What the check's path imports: the tool and its report, the workloads and their
 # frameworks. Never ray, docker or tensorflow (tests/test_gpu_check.py holds that).
@@ -69,24 +71,30 @@ def measure(block_steps: int) -> dict[str, float]:
     """STEPS bf16 products of SIZE-square matrices, by the meter and by CUDA events."""
     import torch
 
-    from orchestrator.worker.measure import EpochMeter
-
     a = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(SIZE, SIZE, device="cuda", dtype=torch.bfloat16)
     for _ in range(3):  # warm-up: cuBLAS picks its kernel
         a @ b
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    meter = EpochMeter(warmup_steps=0, sync=torch.cuda.synchronize, block_steps=block_steps)
+    timed = compare(lambda: a @ b, torch.cuda.synchronize, block_steps,
+                    torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    return {**timed, "tflops": 2 * SIZE**3 * STEPS / timed["events_s"] / 1e12}
+
+
+def compare(step: Callable[[], object], sync: Callable[[], None], block_steps: int,
+            start: Any, end: Any, steps: int = STEPS) -> dict[str, float]:
+    """`steps` calls of `step` timed by the workloads' EpochMeter and by a pair of events
+    recorded around the same calls (`record()`, `elapsed_time(other)` in ms: CUDA's)."""
+    from orchestrator.worker.measure import EpochMeter
+
+    meter = EpochMeter(warmup_steps=0, sync=sync, block_steps=block_steps)
     start.record()
-    for _ in range(STEPS):
+    for _ in range(steps):
         with meter.step(items=1):
-            a @ b
+            step()
     end.record()
     summary = meter.summary()
-    events_s = start.elapsed_time(end) / 1000
     return {"block_steps": block_steps, "meter_s": float(summary["train_s"]),
-            "events_s": events_s,
-            "tflops": 2 * SIZE**3 * STEPS / events_s / 1e12}
+            "events_s": start.elapsed_time(end) / 1000}
 
 
 def main(argv: list[str]) -> int:
