@@ -278,6 +278,9 @@ def test_cpu_check_runs_every_workload_offline_and_holds_every_claim(node, tmp_p
     workloads = {r["workload"] for r in statuses if r["record"] == "cell"}
     assert workloads == {"lstm_lm", "rnn_micro", "keras_lstm", "nmt_dp", "transformer_ft",
                          "gpt_lm"}
+    provenance = [r for r in statuses if r["record"] == "provenance"]
+    assert {r["devices_used"] for r in provenance} == {1}  # one device, or one rank
+    assert all("cpu" in r["compute_device"].lower() for r in provenance)
     backends = {r["param.backend"] for r in statuses
                 if r["record"] == "cell" and r["workload"] == "keras_lstm"}
     assert backends == {"torch", "jax"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pandas as pd
+import pytest
 
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
 from orchestrator.results.store import ResultStore
@@ -146,3 +147,113 @@ def test_a_cpu_rows_own_peak_estimate_is_what_it_is_judged_against(tmp_path):
     old = rows[rows["cell_id"] == "old"]
     assert (old["peak_note"] == "any CPU of 2 cores").all()
     assert (old["peak_flops"] > node_peak).all()
+
+
+# GPT-2 small as gpt_lm resolves it: 854,438,400 FLOP per token by its model (flops.py)
+GPT2 = {"preset": "gpt2", "n_layer": 12, "n_head": 12, "d_model": 768, "max_context": 1024,
+        "context": 1024, "vocab": 50257, "batch_size": 8, "precision": "bf16",
+        "compile": True, "activation_checkpointing": False, "dp_mode": "ddp", "workers": 0,
+        "data": "synthetic", "steps_per_epoch": 50, "warmup_steps": 5, "lr": 0.0006,
+        "seed": 1337}
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def gpt2_row(store: ResultStore, cell_id: str, rate: float, flops: float,
+             version: str | None) -> None:
+    ident = {"run": "judged", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
+    store.append([
+        ProvenanceRecord(**ident, gpu_model=H100, gpu_count=1, workload_version=version),
+        MeasurementRecord(**ident, epoch=1, train_s=10.0, items=rate * 10, item_unit="token",
+                          items_per_s=rate, flops_per_item=flops),
+        CellRecord(**ident, status=Status.OK, started_at="2026-11-23T00:00:00+00:00",
+                   wall_s=20.0, hardware="h100", stack="here", workload="gpt_lm",
+                   **{f"param.{k}": v for k, v in GPT2.items()})])
+
+
+def test_a_recorded_flop_count_cannot_hide_an_impossible_mfu(tmp_path):
+    # 1.5 M tokens/s of GPT-2 small is 129.5% of the H100's 989.4 dense bf16 TFLOP/s; a row
+    # that recorded 1e8 FLOP per token claimed 15.2%, and was named fastest
+    store = new_store(tmp_path)
+    gpt2_row(store, "hand", 1_500_000, 1e8, version="1")
+    gpt2_row(store, "honest", 400_000, 854_438_400, version="1")
+    report, rows = report_of(store, tmp_path)
+    hand = rows[rows["cell_id"] == "hand"].iloc[0]
+    assert hand["flags"] == "implausible"
+    assert hand["peak_fraction"] == pytest.approx(1.295, abs=0.001)
+    assert "recorded 1e+08 FLOP per item, the model says 8.54e+08" in hand["judgement"]
+    assert "1.3x the bf16 peak" in hand["judgement"]
+    honest = rows[rows["cell_id"] == "honest"].iloc[0]
+    assert not honest["flags"] and pd.isna(honest["flops_note"])
+    choices = report.split("## Best choices")[1].split("\n## ")[0]
+    assert "400,000" in choices and "1,500,000" not in choices  # the honest row is fastest
+
+
+def test_a_count_from_a_revised_model_is_noted_not_flagged(tmp_path):
+    # recorded under an earlier version of the workload (or before rows named theirs): the
+    # model was revised since; the row is judged with today's model and says so
+    store = new_store(tmp_path)
+    gpt2_row(store, "old", 400_000, 854_438_400 * 1.2, version="0")
+    gpt2_row(store, "unnamed", 400_000, 854_438_400 * 1.2, version=None)
+    _, rows = report_of(store, tmp_path)
+    for cell in ("old", "unnamed"):
+        row = rows[rows["cell_id"] == cell].iloc[0]
+        assert not row["flags"], row["judgement"]
+        assert row["flops_note"].startswith("FLOP model revised: recorded 1.03e+09")
+        assert row["achieved_flops"] == pytest.approx(400_000 * 854_438_400)
+
+
+def test_without_a_model_the_recorded_count_is_the_workloads_own_claim(tmp_path):
+    store = new_store(tmp_path)
+    journal_cell(store, "s", "sleep", "laptop", {"seconds": 1.0}, 10.0, "sample",
+                 extra={"flops_per_item": 1e6})
+    report, rows = report_of(store, tmp_path)
+    assert rows.iloc[0]["flops_note"] == "the workload's own FLOP count (no model)"
+    assert "↳ the workload's own FLOP count (no model)" in report
+
+
+def a100_row(store: ResultStore, cell_id: str, params: dict, devices_used: int | None) -> None:
+    """gpt_lm GPT-2 small in bf16 at 150,000 tokens/s on a node of 8 A100s: 128.2 TFLOP/s."""
+    ident = {"run": "judged", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
+    store.append([
+        ProvenanceRecord(**ident, gpu_model="NVIDIA A100-SXM4-80GB", gpu_count=8,
+                         devices_used=devices_used, workload_version="1"),
+        MeasurementRecord(**ident, epoch=1, train_s=10.0, items=1_500_000, item_unit="token",
+                          items_per_s=150_000),
+        CellRecord(**ident, status=Status.OK, started_at="2026-11-23T00:00:00+00:00",
+                   wall_s=20.0, hardware="a100x8", stack="here", workload="gpt_lm",
+                   **{f"param.{k}": v for k, v in {**GPT2, **params}.items()})])
+
+
+def test_the_peak_is_the_devices_the_cell_used_not_the_nodes(tmp_path):
+    store = new_store(tmp_path)
+    a100_row(store, "recorded", {"workers": 1}, devices_used=1)
+    a100_row(store, "older", {"workers": 1}, devices_used=None)  # before devices_used
+    a100_row(store, "all", {"workers": 0}, devices_used=None)  # 0: one rank per GPU
+    report, rows = report_of(store, tmp_path)
+    by_cell = rows.set_index("cell_id")
+    for cell in ("recorded", "older"):  # 41.1%, not the 5.1% of eight A100s
+        assert by_cell.loc[cell, "peak_fraction"] == pytest.approx(0.411, abs=0.001)
+        assert by_cell.loc[cell, "peak_note"] == \
+            "NVIDIA A100-SXM4-80GB (1 of the node's 8 GPUs used)"
+    assert by_cell.loc["all", "peak_fraction"] == pytest.approx(0.411 / 8, abs=0.001)
+    assert by_cell.loc["all", "peak_note"] == "8 x NVIDIA A100-SXM4-80GB"
+    # gpt_lm's own table counts the ranks each configuration ran
+    ranks = re.findall(r"^\| a100x8 \| (\d+) \| 150,000 \|", report, re.MULTILINE)
+    assert sorted(ranks) == ["1", "1", "8"], report
+
+
+def test_a_cpu_rank_count_of_zero_is_one_rank(tmp_path):
+    # workers: 0 means one rank per GPU, or 1 on a CPU; the table said 0
+    store = new_store(tmp_path)
+    journal_cell(store, "cpu", "gpt_lm", "laptop", {**GPT2, "precision": "fp32"}, 500.0,
+                 "token")
+    report, _ = report_of(store, tmp_path)
+    assert re.search(r"^\| laptop \| 1 \| 500 \|", report, re.MULTILINE), report
+
+
+def test_small_rates_keep_their_significant_digits_everywhere():
+    from orchestrator.report.markdown import fmt_rate
+
+    # transformer_ft at 1.204 samples/s showed "1"; sleep at 1.999 steps/s showed "2"
+    assert [fmt_rate(v) for v in (1.204, 1.999, 999.54, 1000.4, 547_106.0)] == \
+        ["1.204", "1.999", "999.5", "1,000", "547,106"]

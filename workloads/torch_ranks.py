@@ -24,8 +24,11 @@ JOIN_TIMEOUT_S = 60
 
 
 def rank_count(ctx: Context) -> int:
-    """The cell's ranks: its `workers` parameter, or 0 for one per GPU (1 on a CPU)."""
-    return int(ctx.params["workers"]) or max(ctx.gpus, 1)
+    """The cell's ranks: its `workers` parameter, or 0 for one per GPU (1 on a CPU);
+    recorded as the devices the cell uses."""
+    ranks = int(ctx.params["workers"]) or max(ctx.gpus, 1)
+    ctx.uses_devices(ranks)
+    return ranks
 
 
 def first_rank_device(ctx: Context, workers: int) -> torch.device:

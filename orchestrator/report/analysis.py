@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.plan.repeats import settled
-from orchestrator.report.markdown import fmt, present
+from orchestrator.report.markdown import fmt, fmt_rate, present
 from orchestrator.results.records import Flag
 from orchestrator.workload_registry import device_param_columns
 
@@ -74,6 +74,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "flags": ",".join(sorted(flags)),
             "judgement": _worst_judgement(group),
             "peak_note": _first(group, "peak_note"),
+            "flops_note": _first(group, "flops_note"),
         }
         for column in (c for c in group.columns if c.startswith("param.")):
             summary[column] = group[column].iloc[0]
@@ -141,13 +142,18 @@ def _worst_judgement(group: pd.DataFrame) -> str:
 
 
 def _devices(group: pd.DataFrame) -> int:
-    """The devices a configuration trains on: its workload's own count where it declares
-    one (`sets_devices`: nmt_dp's `workers`, keras_lstm's `devices`; CPU workers count
-    too), else the GPUs its worker saw."""
+    """The devices a configuration trains on: as its worker recorded them (`devices_used`),
+    else its workload's own count where it declares one (`sets_devices`: nmt_dp's and
+    gpt_lm's `workers`, keras_lstm's `devices`; CPU workers count too; 0 means one per GPU,
+    or 1 on a CPU), else the GPUs its worker saw."""
+    if (_median(group, "devices_used") or 0) > 0:
+        return int(_median(group, "devices_used") or 0)
+    gpus = int(_median(group, "gpu_count") or 0)
     for column in device_param_columns(group["workload"].dropna().unique()):
-        if column in group and (_median(group, column) or 0) > 0:
-            return int(_median(group, column) or 0)
-    return int(_median(group, "gpu_count") or 0)
+        if column in group:
+            value = int(_median(group, column) or 0)
+            return value if value > 0 else max(gpus, 1)
+    return gpus
 
 
 def _first(group: pd.DataFrame, column: str) -> str | None:
@@ -253,7 +259,7 @@ def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
         return []
     fastest = candidates.loc[candidates["items_per_s"].idxmax()]
     choices = [Choice("fastest", fastest["config_id"],
-                      f"{fastest['items_per_s']:,.0f} {unit}s/s" + noise_note(fastest))]
+                      f"{fmt_rate(fastest['items_per_s'])} {unit}s/s" + noise_note(fastest))]
     priced = candidates[candidates["usd_per_million_items"].notna()]
     if not priced.empty:
         cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]

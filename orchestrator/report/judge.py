@@ -23,12 +23,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.errors import MatrixError
 from orchestrator.hardware import EC2_INSTANCE_TYPES
 from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
-from orchestrator.workload_registry import importable
+from orchestrator.workload_registry import device_param_columns, importable, load_workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +40,9 @@ SCALING_TOLERANCE = 0.10  # efficiency up to 110% passes: caches can make a litt
 CPU_CORE_CEILING_FLOPS = {"fp32": 6e9 * 64, "bf16": 6e9 * 1024}
 GIB = 1024 ** 3
 JUDGED_COLUMNS = ("achieved_flops", "peak_flops", "peak_source", "peak_fraction",
-                  "peak_note", "judgement")
+                  "peak_note", "flops_note", "judgement")
+# A recorded FLOP count further than this from the workload's own model contradicts it.
+FLOP_TOLERANCE = 0.01
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ def judged(df: pd.DataFrame) -> pd.DataFrame:
     if not ok.any():
         return df
     _flop_figures(df, ok)
-    suspects = ok & (_over(df, "peak_fraction", 1.0)
+    contradicted = df["flops_note"].fillna("").astype(str).str.startswith("implausible:")
+    suspects = ok & (_over(df, "peak_fraction", 1.0) | contradicted
                      | _over(df, "parallel_efficiency_fraction", 1 + SCALING_TOLERANCE)
                      | _memory_suspects(df)
                      | df["flags"].fillna("").astype(str).str.contains(Flag.IMPLAUSIBLE.value))
@@ -90,17 +94,20 @@ def judged(df: pd.DataFrame) -> pd.DataFrame:
 def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
     """achieved_flops, peak_flops, peak_source, peak_fraction and peak_note of the ok rows,
     in place: FLOPs per item and the peak found once per configuration."""
-    keys = [c for c in ("workload", "flops_per_item", "gpu_model", "gpu_count", "cpu_count",
-                        "peak_flops", "peak_source") if c in df]
+    keys = [c for c in ("workload", "flops_per_item", "gpu_model", "gpu_count", "devices_used",
+                        "cpu_count", "peak_flops", "peak_source") if c in df]
     keys += [c for c in df.columns if str(c).startswith("param.")]
+    keys += [c for c in ("workload_version",) if c in df]
     stored = df[ok].copy()  # as recorded: a node's own CPU estimate is kept (peak_of)
-    for column in ("achieved_flops", "peak_flops", "peak_source", "peak_fraction", "peak_note"):
+    for column in ("achieved_flops", "peak_flops", "peak_source", "peak_fraction", "peak_note",
+                   "flops_note"):
         df.loc[ok, column] = None
     for _, group in stored.groupby(keys, dropna=False, sort=False):
         first = group.iloc[0]
-        per_item = flops_per_item(first)
+        per_item, note = flop_count(first)
         if per_item is None:
             continue
+        df.loc[group.index, "flops_note"] = note or None
         achieved = per_item * group["items_per_s"].astype(float)
         df.loc[group.index, "achieved_flops"] = achieved
         peak, where = peak_of(first, precision_of(first))
@@ -113,11 +120,16 @@ def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
 
 
 def _flop_verdicts(row: Any) -> list[Verdict]:
-    """The verdict on a row whose FLOP/s (_flop_figures) exceed its peak, with the factor."""
+    """The verdicts on a row whose recorded FLOP count contradicts its workload's model, and
+    on one whose FLOP/s (_flop_figures) exceed its peak, with the factor."""
+    verdicts = []
+    note = row.get("flops_note")
+    if isinstance(note, str) and note.startswith("implausible:"):
+        verdicts.append(Verdict(note, 1.0))
     fraction = row.get("peak_fraction")
     if not present(fraction) or fraction <= 1:
-        return []
-    return [Verdict(
+        return verdicts
+    return [*verdicts, Verdict(
         f"implausible: {fraction:.1f}x the {precision_of(row)} peak of {row['peak_note']} "
         f"({row['peak_flops'] / 1e12:,.1f} TFLOP/s, {row['peak_source']}): "
         f"{row['achieved_flops'] / 1e12:,.1f} TFLOP/s achieved", float(fraction))]
@@ -154,16 +166,44 @@ def precision_of(row: Any) -> str:
     return str(row["param.precision"]) if present(row.get("param.precision")) else "fp32"
 
 
-def flops_per_item(row: Any) -> float | None:
-    """The row's training FLOPs per item: as it was recorded, else from its workload's
-    FLOP model and its parameters; None for a workload without one, or a row that lacks a
-    parameter the model reads."""
-    if present(row.get("flops_per_item")):
-        return float(row["flops_per_item"])
+def flop_count(row: Any) -> tuple[float | None, str]:
+    """The training FLOPs per item a row is judged with, and a note on them ("" where the
+    record and the model agree). The workload's FLOP model wins over a recorded count: a
+    count written by hand or by another tool cannot hide an impossible FLOP rate. A recorded
+    count more than FLOP_TOLERANCE from the model is a verdict ("implausible: ...") when the
+    row names the workload version the model is of; a row of another version, or of none
+    (recorded before rows named it), was counted by a model since revised, and is noted.
+    Without a model, the recorded count is the workload's own claim, and says so."""
+    recorded = float(row["flops_per_item"]) if present(row.get("flops_per_item")) else None
+    model = model_count(row)
+    if model is None:
+        return recorded, "" if recorded is None else "the workload's own FLOP count (no model)"
+    if recorded is None or abs(recorded - model) <= FLOP_TOLERANCE * model:
+        return model, ""
+    said = f"recorded {recorded:.3g} FLOP per item, the model says {model:.3g}"
+    version = str(row["workload_version"]) if present(row.get("workload_version")) else None
+    current = declared_version(str(row.get("workload")))
+    if version is not None and version.split("+")[0] == current:
+        return model, f"implausible: {said}"
+    return model, (f"FLOP model revised: {said} (recorded under workload version "
+                   f"{version or 'unnamed'}; the model is version {current})")
+
+
+def model_count(row: Any) -> float | None:
+    """FLOPs per item from the row's workload's FLOP model and its parameters; None for a
+    workload without one, or a row that lacks a parameter the model reads."""
     try:
         package = importable(str(row.get("workload")))
         return None if package is None else model_flops_per_item(package, _workload_params(row))
     except (KeyError, TypeError, ValueError):
+        return None
+
+
+def declared_version(workload: str) -> str | None:
+    """The version the workload declares now (its FLOP model's), or None where unknown."""
+    try:
+        return load_workload(workload).version
+    except MatrixError:
         return None
 
 
@@ -172,9 +212,11 @@ def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:
     gpus = int(row.get("gpu_count") or 0) if present(row.get("gpu_count")) else 0
     model = row.get("gpu_model") if present(row.get("gpu_model")) else None
     if model:
-        devices = max(gpus, 1)
+        devices = devices_of(row)
         peak = datasheet_peak(str(model), precision, devices)
         where = f"{devices} x {model}" if devices > 1 else str(model)
+        if devices < gpus:
+            where += f" ({devices} of the node's {gpus} GPUs used)"
         return (peak, where) if peak is not None else (
             None, peak_gap(str(model), precision, devices) or f"no {precision} peak")
     if present(row.get("peak_flops")) and row.get("peak_source") == "estimate":
@@ -184,6 +226,23 @@ def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:
     if ceiling is None or not present(cores):
         return None, f"no {precision} peak known for this CPU"
     return Peak(ceiling * int(cores), "estimate"), f"any CPU of {int(cores)} cores"
+
+
+def devices_of(row: Any) -> int:
+    """The devices a row trained on: as its worker recorded them (`devices_used`), else its
+    workload's device parameter (`workers`, `devices`: 0 means one per GPU), else the GPUs
+    its worker saw; at least 1."""
+    if present(row.get("devices_used")) and int(row["devices_used"]) > 0:
+        return int(row["devices_used"])
+    gpus = int(row["gpu_count"]) if present(row.get("gpu_count")) else 0
+    try:
+        columns = device_param_columns([str(row.get("workload"))])
+    except MatrixError:  # a workload this installation does not know
+        columns = ()
+    for column in columns:
+        if present(row.get(column)) and int(row[column]) > 0:
+            return int(row[column])
+    return max(gpus, 1)
 
 
 def scaling_verdicts(row: Any) -> list[Verdict]:

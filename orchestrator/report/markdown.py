@@ -46,7 +46,15 @@ def fmt_metric(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-fmt_rate = _number("{:,.0f}")  # items per second
+def fmt_rate(value: float | None) -> str:
+    """A rate (items per second), as the report, `matrix history`, `matrix compare` and the
+    dashboard all show it: whole with thousands separators from 1,000 up (547,106), four
+    significant digits below (1.204, 999.5), so no small rate rounds to an integer."""
+    if value is None or value != value:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 fmt_mib = _number("{:,.0f}", 1 / MIB)  # bytes as MiB
 fmt_pct = _number("{:.1%}")  # a fraction as a percentage
 fmt_ms = _number("{:.1f}", 1000)  # seconds as milliseconds

@@ -185,7 +185,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                  *(fmt(row[c]) for c in varying),
                  f"{row['samples']} ({row['repeats']}x)", fmt_seconds(row["epoch_s"]),
                  f"{row['train_s']:.3f}", *[fmt_seconds(row["warmup_s"])] * has_warmup,
-                 fmt_ms(row["step_s"]), f"{row['items_per_s']:,.0f}",
+                 fmt_ms(row["step_s"]), fmt_rate(row["items_per_s"]),
                  f"{row['spread']:.1%}", *[fmt_pct(row["repeat_cv"])] * has_target]
         cells += [fmt_rate(row["eval_items_per_s"])] * has_eval
         cells += [fmt_metric(row[f"metric.{m}"]) for m in metrics]
@@ -200,6 +200,8 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
         body.append(cells)
         if row.get("judgement"):
             body.append(flag_line(row["judgement"], len(headers)))
+        elif has_peak and present(row.get("flops_note")) and row["flops_note"]:
+            body.append(flag_line(row["flops_note"], len(headers)))  # where its FLOPs came from
     fixed = {c.removeprefix("param."): summary[c].iloc[0] for c in summary.columns
              if c.startswith("param.") and c not in varying}
     settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))

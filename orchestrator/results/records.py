@@ -35,7 +35,8 @@ SCHEMA_VERSION = 4
 #           upgrade: a version 3 record is a valid version 4 record; the version tells a
 #           reader of version 3 that it may meet a status it does not know.
 #   Within 4, provenance records gained the optional gpu_memory_bytes, gpu_power_limit_w
-#   (from NVML, for every framework) and compute_device (the model's device, read back),
+#   (from NVML, for every framework), compute_device (the model's device, read back) and
+#   devices_used (absent: the workload's sets_devices parameter, else the node's GPUs),
 #   so no version and no migration: an older version 4 record is still a valid one.
 
 
@@ -210,6 +211,9 @@ class ProvenanceRecord(_Identity):
     gpu_power_limit_w: float | None = None  # the enforced power limit of one card
     # the device the framework held the model on, read back ("cuda:0", "gpu:0", "cpu")
     compute_device: str | None = None
+    # the devices the cell trained on (GPUs, or ranks on a CPU): its peak is theirs, which
+    # may be fewer than the node's gpu_count (gpt_lm with workers: 1 on an 8-GPU node)
+    devices_used: int | None = None
     cpu_model: str | None = None
     cpu_count: int | None = None
     hostname: str | None = None

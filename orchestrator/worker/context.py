@@ -53,6 +53,7 @@ class Context:
         # where the framework put the model, read back from it (ran_on): "cuda:0", "gpu:0",
         # "cpu"; a framework that quietly fell back to the CPU shows here
         self.compute_device: str | None = None
+        self.devices_used: int | None = None  # set by the workload: uses_devices()
         self._sync: Sync = no_sync
         self._probes: list[MemoryProbe] = [HostRssProbe()]
         self._epochs_started = 0
@@ -103,6 +104,11 @@ class Context:
         read back once the model is built), for the provenance record: a cell on GPU
         hardware whose framework found no GPU would otherwise pass as a GPU row."""
         self.compute_device = device
+
+    def uses_devices(self, count: int) -> None:
+        """Record how many devices the workload trains on (GPUs, or ranks on a CPU), for the
+        provenance record: the row's peak is theirs, not the node's."""
+        self.devices_used = count
 
     def gpu_probes(self) -> list[MemoryProbe]:
         """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""

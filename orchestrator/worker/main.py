@@ -116,6 +116,8 @@ def _provenance(ctx: Context | None) -> dict[str, Any]:
         }
     if ctx is not None and ctx.compute_device:
         record["compute_device"] = ctx.compute_device
+    if ctx is not None and ctx.devices_used:
+        record["devices_used"] = ctx.devices_used
     if ctx is not None and ctx.gpus > 0:
         record |= _gpu_provenance()
     return {k: v for k, v in record.items() if v is not None}

@@ -102,7 +102,10 @@ def training_data(ctx: Context) -> tuple[Any, Any]:
 
 
 def device_count(ctx: Context) -> int:
-    return ctx.params["devices"] or max(ctx.gpus, 1)
+    """The devices to train on (0: the cell's GPUs, or 1 on a CPU), recorded as used."""
+    devices = int(ctx.params["devices"]) or max(ctx.gpus, 1)
+    ctx.uses_devices(devices)
+    return devices
 
 
 def prepare_backend(backend: str, devices: int, on_gpu: bool) -> None:
