@@ -57,6 +57,7 @@ from orchestrator.database.history import (
     regressions,
     repeats,
 )
+from orchestrator.database.judging import judged_runs
 from orchestrator.database.results_db import ResultsDB
 from orchestrator.database.url import parse_url
 from orchestrator.plan.identity import content_hash
@@ -378,14 +379,16 @@ def history_store(tmp: Path) -> tuple[str, dict[str, Any]]:
 
 
 def bench_history(url: str, rounds: int) -> dict[str, Any]:
-    def answer(then: Callable[[Any], object]) -> Callable[[], object]:
-        def run() -> None:
+    def answer(then: Callable[[Any, Any], object]) -> Callable[[], object]:
+        def run() -> None:  # as the command does: repeats, each run judged, the answer
             results = ResultsDB.open(parse_url(url), create=False)
             try:
                 samples = repeats(results.db, Filters())
+                runs = judged_runs(results.db, per_run(samples)) if not samples.empty \
+                    else samples
             finally:
                 results.close()
-            then(samples)
+            then(samples, runs)
         return run
 
     def query_only() -> None:
@@ -399,9 +402,9 @@ def bench_history(url: str, rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {"functions_s": {}, "functions_runs_s": {}, "cli_s": {},
                            "cli_runs_s": {}, "cli_output_lines": {}}
     functions = {"attempts query (SQL only)": query_only,
-                 "repeats()": answer(lambda s: None),
-                 "best": answer(best), "trend": answer(per_run),
-                 "regressions": answer(lambda s: regressions(s, 0.05, 5))}
+                 "repeats() and judging": answer(lambda s, r: None),
+                 "best": answer(lambda s, r: best(r)), "trend": answer(lambda s, r: r),
+                 "regressions": answer(lambda s, r: regressions(s, r, 0.05, 5))}
     for name, function in functions.items():
         function()  # warm the page cache once, as a second query would find it
         out["functions_s"][name], out["functions_runs_s"][name] = median_of(rounds, function)

@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.database.connection import StoreUnreachableError, connect
 from orchestrator.database.history import Filters, best, per_run, regressions, repeats
+from orchestrator.database.judging import judged_runs
 from orchestrator.database.results_db import INSERT_MEASUREMENT, ResultsDB
 from orchestrator.database.rows import CELL_COLUMNS, cell_row, measurement_rows, run_key
 from orchestrator.database.schema import SCHEMA_VERSION, StoreSchemaError, ensure_schema
@@ -167,10 +168,10 @@ def test_best_names_the_fastest_and_the_cheapest_and_never_an_implausible_row(st
         results.import_run(write_run(tmp_path / "r2", DAY + timedelta(days=1), {
             "t4/torch/32": [400.0] * 3, "h100/torch/32": [9e9] * 3},
             price=0.5, flags={"h100/torch/32": "implausible"}, seed=2))
-        samples = repeats(results.db, Filters())
+        found = best(judged_runs(results.db, per_run(repeats(results.db, Filters()))))
     finally:
         results.close()
-    found = best(samples).set_index("best")
+    found = found.set_index("best")
     assert found.loc["fastest", "hardware"] == "a100"
     assert found.loc["fastest", "location"] == str(tmp_path / "r1")
     assert found.loc["cheapest", "hardware"] == "t4"  # $0.35/M tokens against $1.1/M
@@ -228,12 +229,33 @@ def test_regressions_compare_with_the_last_baseline_runs_only(tmp_path):
             results.import_run(write_run(tmp_path / f"n{day}", DAY + timedelta(days=day),
                                          {"a100/torch/32": [speed] * 3}, seed=day))
         samples = repeats(results.db, Filters())
+        runs = judged_runs(results.db, per_run(samples))
     finally:
         results.close()
-    (judged,), _ = regressions(samples, 0.05, baseline_runs=2)
+    (judged,), _ = regressions(samples, runs, 0.05, baseline_runs=2)
     assert judged.verdict is Verdict.EQUIVALENT and judged.baseline_runs == 2
-    (judged,), _ = regressions(samples, 0.05, baseline_runs=4)
+    (judged,), _ = regressions(samples, runs, 0.05, baseline_runs=4)
     assert judged.base_repeats == 12
+
+
+def test_regressions_leave_a_run_judged_implausible_out(tmp_path):
+    # the latest run's figure cannot be checked against a peak and was stored implausible:
+    # it is no "improvement"; the run before it is the latest that counts
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    results = open_store(url)
+    try:
+        for day, speed in enumerate([1000.0, 1000.0, 9e9]):
+            results.import_run(write_run(
+                tmp_path / f"n{day}", DAY + timedelta(days=day), {"a100/torch/32": [speed] * 3},
+                seed=day, flags={"a100/torch/32": "implausible"} if speed > 1e6 else None))
+        samples = repeats(results.db, Filters())
+        runs = judged_runs(results.db, per_run(samples))
+    finally:
+        results.close()
+    assert runs["implausible"].tolist() == [False, False, True]
+    (judged,), _ = regressions(samples, runs, 0.05)
+    assert judged.verdict is Verdict.EQUIVALENT and judged.ratio == pytest.approx(1.0, abs=0.01)
+    assert Path(judged.latest_run).name == "n1"
 
 
 def test_history_tables_fit_80_columns_and_csv_carries_every_run(tmp_path):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.dashboard.data import page_name
-from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_usd, present
+from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_usd, present
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,7 +91,7 @@ mib = _sorted_as(fmt_mib, "{} MiB")
 
 def rate(value: Any, unit: str) -> Cell:
     """Items per second to four significant digits, so a slow CPU row is not rounded."""
-    return [f"{value:,.4g} {unit}/s", float(value)] if present(value) else None
+    return [f"{fmt_rate(value)} {unit}/s", float(value)] if present(value) else None
 
 
 def text(value: Any) -> Cell:
@@ -107,7 +107,13 @@ def flags(row: dict[str, Any]) -> Cell:
     if not marks:
         return ["", ""]
     reason = str(row.get("reason") or "")
-    return [f"{marks.replace(',', ', ')}" + (f": {reason}" if reason else ""), marks]
+    if not reason:
+        return [marks.replace(",", ", "), marks]
+    # the judge's reasons name their flag ("implausible: ..."): it is not said twice
+    named = [mark for mark in marks.split(",") if not reason.startswith(f"{mark}:")]
+    if len(named) < len(marks.split(",")):
+        return [", ".join([*named, reason]), marks]
+    return [f"{marks.replace(',', ', ')}: {reason}", marks]
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ class Settings:
 
 def tips(row: dict[str, Any]) -> list[str]:
     """A point's tooltip: the row's figures, then where and with what it ran."""
-    lines = [f"{row['repeats']} repeat(s), {row['lowest']:,.4g} to {row['highest']:,.4g} "
+    lines = [f"{row['repeats']} repeat(s), {fmt_rate(row['lowest'])} to {fmt_rate(row['highest'])} "
              f"{row['item_unit']}/s", f"run {row['run']} ({str(row['date'])[:16]})",
              f"in {row['location']}"]
     lines += [f"{label}: {value}" for label, value in row["provenance"]]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
 from orchestrator.database.history import Filters, per_run, repeats
+from orchestrator.database.judging import judged_runs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +49,7 @@ def site_data(db: Connection, shown: str) -> SiteData:
         import pandas as pd
 
         return SiteData(store=shown, rows=pd.DataFrame(), runs=runs)
-    rows = per_run(samples)
+    rows = judged_runs(db, per_run(samples))  # as the report judges: never a stored verdict
     provenance = _provenance(db, set(rows["attempt_id"]))
     reasons = _reasons(db)
     rows["provenance"] = [_shown(provenance.get(a)) for a in rows["attempt_id"]]
@@ -58,8 +59,11 @@ def site_data(db: Connection, shown: str) -> SiteData:
     firsts = samples[samples["flags"] != ""].drop_duplicates(["config_id", "run_key"])
     by_row = {(c, r): reasons.get(a, "") for c, r, a in
               firsts[["config_id", "run_key", "attempt_id"]].itertuples(index=False)}
-    rows["reason"] = [by_row.get((c, r), "") for c, r in zip(rows["config_id"], rows["run_key"],
-                                                            strict=True)]
+    stored = [by_row.get((c, r), "") for c, r in zip(rows["config_id"], rows["run_key"],
+                                                     strict=True)]
+    # the judge's reasons for an implausible figure; the journal's for other flags
+    rows["reason"] = [judgement or (text if flags else "") for judgement, text, flags
+                      in zip(rows["judgement"], stored, rows["flags"], strict=True)]
     newest = rows.groupby("config_id")["date"].transform("max")
     rows["latest"] = rows["date"] == newest
     return SiteData(store=shown, rows=rows, runs=runs)

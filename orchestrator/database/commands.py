@@ -92,9 +92,12 @@ def info(db: Db = None) -> None:
 
 
 def _samples(workload: list[str] | None, hardware: list[str] | None,
-             stack: list[str] | None, since: str | None, db: str | None) -> pd.DataFrame | None:
-    """The repeats the options select (history.repeats); None, said, when there are none."""
-    from orchestrator.database.history import Filters, as_sequence, repeats, since_stamp
+             stack: list[str] | None, since: str | None, db: str | None
+             ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The repeats the options select (history.repeats) and their configurations-in-runs
+    judged as the report judges (judging.judged_runs); None, said, when there are none."""
+    from orchestrator.database.history import Filters, as_sequence, per_run, repeats, since_stamp
+    from orchestrator.database.judging import judged_runs
 
     if since is not None:
         since_stamp(since)  # a bad date is one line before the store is opened
@@ -105,12 +108,12 @@ def _samples(workload: list[str] | None, hardware: list[str] | None,
     conn = open_store(url, create=False)
     try:
         samples = repeats(conn, filters)
+        if samples.empty:
+            typer.echo(f"no results that ended ok in {url.shown} match")
+            return None
+        return samples, judged_runs(conn, per_run(samples))
     finally:
         conn.close()
-    if samples.empty:
-        typer.echo(f"no results that ended ok in {url.shown} match")
-        return None
-    return samples
 
 
 def _console() -> Console:
@@ -128,10 +131,10 @@ def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = No
     from orchestrator.database.history import best as best_of
     from orchestrator.database.history_view import show_frame
 
-    samples = _samples(workload, hardware, stack, since, db)
-    if samples is None:
+    selected = _samples(workload, hardware, stack, since, db)
+    if selected is None:
         return
-    picks = best_of(samples)
+    picks = best_of(selected[1])
     if format is Format.TABLE:  # each workload heads its picks
         columns = {"best": "best", "label": "configuration", "items_per_s": "median",
                    "usd_per_million_items": "$/M", "repeats": "n", "date": "date",
@@ -152,13 +155,12 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
           ] = 10) -> None:
     """Each configuration's figures run by run, oldest first: repeats, median items/s and
     their spread, the memory peak and the cost per million items."""
-    from orchestrator.database.history import per_run
     from orchestrator.database.history_view import show_frame
 
-    samples = _samples(workload, hardware, stack, since, db)
-    if samples is None:
+    selected = _samples(workload, hardware, stack, since, db)
+    if selected is None:
         return
-    runs = per_run(samples)
+    runs = selected[1]
     if last:
         runs = runs.groupby("config_id", sort=False).tail(last)
     if format is Format.TABLE:  # each configuration heads its runs
@@ -172,7 +174,7 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
                    "lowest": "lowest", "highest": "highest", "item_unit": "item_unit",
                    "mem_peak_bytes": "mem_peak_bytes",
                    "usd_per_million_items": "usd_per_million_items", "run": "run",
-                   "location": "location"}
+                   "location": "location", "flags": "flags", "judgement": "judgement"}
     show_frame(runs, columns, format, _console(), group="label")
 
 
@@ -190,9 +192,9 @@ def regressions(workload: Workload = None, hardware: Hardware = None, stack: Sta
     from orchestrator.database.history import regressions as judge
     from orchestrator.database.history_view import show_regressions
 
-    samples = _samples(workload, hardware, stack, since, db)
-    if samples is None:
+    selected = _samples(workload, hardware, stack, since, db)
+    if selected is None:
         return
-    found, alone = judge(samples, threshold, baseline_runs)
+    found, alone = judge(*selected, threshold, baseline_runs)
     if show_regressions(found, alone, threshold, format, _console()):
         raise typer.Exit(1)

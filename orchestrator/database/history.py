@@ -6,10 +6,14 @@ timed epochs. A configuration (`config_id`) seen in a run has that run's repeats
 there is their median.
 
 - best: per workload, the fastest configuration-in-a-run, and the cheapest per million
-  items where rows carry a price; a row flagged implausible never wins.
+  items where rows carry a price; a row judged implausible never wins.
 - trend: a configuration's figure in each run, oldest first.
 - regressions: each configuration's latest run against its earlier runs (up to
-  `baseline_runs` of them, their repeats pooled), judged by compare's rule.
+  `baseline_runs` of them, their repeats pooled), judged by compare's rule; a run
+  judged implausible is left out of both sides.
+
+Each configuration-in-a-run is judged as the report judges a row (database/judging.py),
+from its figures and provenance, not from the flags its journal stored.
 """
 
 from __future__ import annotations
@@ -131,11 +135,11 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     return runs.reset_index().sort_values(["workload", "label", "date"], kind="stable")
 
 
-def best(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per workload: the fastest configuration-in-a-run and, where priced, the cheapest."""
+def best(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per workload: the fastest configuration-in-a-run and, where priced, the cheapest,
+    among judged runs (judging.judged_runs) that are not implausible."""
     import pandas as pd
 
-    runs = per_run(samples)
     runs = runs[~runs["implausible"]]
     picks = []
     for _, of_workload in runs.groupby("workload", sort=True):
@@ -168,13 +172,14 @@ class Regression:
     verdict: Verdict
 
 
-def regressions(samples: pd.DataFrame, threshold: float,
+def regressions(samples: pd.DataFrame, runs: pd.DataFrame, threshold: float,
                 baseline_runs: int = BASELINE_RUNS) -> tuple[list[Regression], int]:
-    """Each configuration seen in two runs or more, judged; and how many were seen once."""
+    """Each configuration seen in two runs or more, judged; and how many were seen once.
+    `runs` are per_run's rows judged (judging.judged_runs): implausible ones are left out."""
     import numpy as np
 
     found, alone = [], 0
-    runs = per_run(samples)
+    runs = runs[~runs["implausible"]]
     speeds = {key: group.to_numpy(dtype=float) for key, group in
               samples.groupby(["config_id", "run_key"], sort=False)["items_per_s"]}
     for config_id, history in runs.groupby("config_id", sort=False):

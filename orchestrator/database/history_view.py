@@ -16,7 +16,7 @@ from rich.table import Table
 from orchestrator.database.history import Regression
 from orchestrator.report.compare import Verdict
 from orchestrator.report.compare_view import STYLE
-from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_usd
+from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_usd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,6 +49,10 @@ def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
             heading = record[group]
             lines += textwrap.wrap(str(heading), console.width, break_on_hyphens=False)
         lines += [indent + line for line in row_lines]
+        if record.get("judgement"):  # why its figure cannot be true, under it
+            lines += textwrap.wrap(f"↳ {record['judgement']}", console.width,
+                                   initial_indent=indent + "  ",
+                                   subsequent_indent=indent + "    ", break_on_hyphens=False)
     sys.stdout.write("".join(line + "\n" for line in lines))
 
 
@@ -106,8 +110,8 @@ def show_regressions(found: list[Regression], alone: int, threshold: float, form
     for item in found:
         style = STYLE[item.verdict]
         table.add_row(f"{item.workload} {item.label} (latest {item.latest_date[:10]})",
-                      f"{item.base_repeats}/{item.new_repeats}", f"{item.base_median:,.4g}",
-                      f"{item.new_median:,.4g}",
+                      f"{item.base_repeats}/{item.new_repeats}", fmt_rate(item.base_median),
+                      fmt_rate(item.new_median),
                       f"{item.ratio:.3f} ({item.low:.2f}-{item.high:.2f})",
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
@@ -130,7 +134,7 @@ def _cell(name: str, row: dict[str, Any]) -> str:
     if name == "location":
         return Path(str(value)).name
     if name == "items_per_s":
-        return f"{value:,.4g} {row['item_unit']}/s"
+        return f"{fmt_rate(value)} {row['item_unit']}/s"
     if name == "usd_per_million_items":
         return f"${fmt_usd(value)}"
     if name == "spread":

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.report.compare import Comparison, Verdict, repeat_throughputs
+from orchestrator.report.markdown import fmt_rate
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,7 @@ def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFra
     for item in found:
         style = STYLE[item.verdict]
         table.add_row(item.label, f"{item.base_repeats}/{item.new_repeats}",
-                      f"{item.base_median:,.4g}", f"{item.new_median:,.4g}", f"{item.ratio:.3f}",
+                      fmt_rate(item.base_median), fmt_rate(item.new_median), f"{item.ratio:.3f}",
                       f"{item.low:.3f}-{item.high:.3f}",
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)

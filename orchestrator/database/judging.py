@@ -1,0 +1,72 @@
+"""The store's rows judged as `matrix report` judges its rows (report/judge.py), so that no
+path shows a figure the report would flag as impossible: `matrix history` and the dashboard
+call this on their rows, one per configuration per run (history.per_run).
+
+A row is judged from its own figure (its repeats' median items/s) with its first repeat's
+provenance (GPU model, GPUs, devices used, cores, instance type, workload version) and first
+measurement (recorded FLOP count, the node's own CPU peak estimate, memory peaks), never
+from the flags stored with it alone: a journal written by hand or by another tool, or by an
+older version of this one, carries flags that judged nothing. The judge looks up its FLOP
+model and peak once per configuration, as it does for the report. A stored `implausible`
+that cannot be checked (no peak) is kept, as the report keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.database.connection import Connection
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "instance_type",
+                     "workload_version")
+MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source", "mem_alloc_peak_bytes",
+                   "host_rss_peak_bytes")
+CHUNK = 500  # attempt ids per IN (...): well under every driver's limit on parameters
+
+
+def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
+    """per_run's rows with `flags`, `implausible` and `judgement` (the reasons, "" where
+    none) as the report's judge gives them."""
+    import pandas as pd
+
+    from orchestrator.report.judge import judged
+
+    runs = runs.copy()
+    if runs.empty:
+        runs["judgement"] = pd.Series(dtype=object)
+        return runs
+    attempts = list(dict.fromkeys(runs["attempt_id"]))
+    provenance = _records(db, "SELECT attempt_id, provenance FROM cells WHERE "
+                              "provenance IS NOT NULL AND attempt_id IN ({})", attempts)
+    measured = _records(db, "SELECT attempt_id, record FROM measurements WHERE seq = 0 "
+                            "AND attempt_id IN ({})", attempts)
+    frame = pd.DataFrame({"status": "ok", "workload": runs["workload"].to_numpy(),
+                          "items_per_s": runs["items_per_s"].to_numpy(),
+                          "flags": runs["flags"].to_numpy()}, index=runs.index)
+    for field in PROVENANCE_FIELDS:
+        frame[field] = [provenance.get(a, {}).get(field) for a in runs["attempt_id"]]
+    for field in MEASURED_FIELDS:
+        frame[field] = [measured.get(a, {}).get(field) for a in runs["attempt_id"]]
+    params = pd.DataFrame([json.loads(text) for text in runs["params"]], index=runs.index)
+    frame = frame.join(params.add_prefix("param."))
+    verdicts = judged(frame)
+    runs["flags"] = verdicts["flags"].fillna("")
+    runs["judgement"] = verdicts["judgement"].fillna("").astype(str)
+    runs["implausible"] = runs["flags"].str.contains("implausible", regex=False)
+    return runs
+
+
+def _records(db: Connection, sql: str, attempts: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """attempt_id -> its JSON record, for the attempts asked (in chunks)."""
+    ids = list(attempts)
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start:start + CHUNK]
+        query = sql.format(", ".join("?" for _ in chunk))
+        found.update((attempt, json.loads(text)) for attempt, text in db.query(query, chunk))
+    return found

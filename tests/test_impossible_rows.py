@@ -1,0 +1,126 @@
+"""No impossible number reaches a user on any path (issue 39): a journal holding seed 000's
+published P100 row (547,106 words/s, 13.2x the card's fp32 peak) and a hand-written gpt_lm
+row on an H100 (1.5 M tokens/s, 129.5% MFU, recording 1e8 FLOP per token where the model
+says 8.54e8) beside honest rows, through `matrix report`, `matrix db import` and every
+`matrix history` question on SQLite and PostgreSQL, and `matrix dashboard` read in a real
+browser. Each path flags both rows with the judge's reason and never names them best.
+
+The journal (tests/journals/impossible/results.jsonl) was written through ResultStore with
+the records a sweep writes, every parameter resolved as a worker records it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import run_cli
+
+JOURNAL = Path(__file__).parent / "journals" / "impossible"
+IMPOSSIBLE = {"p100", "h100"}  # the hardware of the two rows that cannot be true
+P100_REASON = "x the fp32 peak of Tesla P100-SXM2-16GB"
+GPT_REASONS = ("recorded 1e+08 FLOP per item, the model says 8.54e+08",
+               "x the bf16 peak of NVIDIA H100 80GB HBM3")
+DATABASES = itertools.count()
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    target = tmp_path / "impossible"
+    shutil.copytree(JOURNAL, target)
+    return target
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path, run_dir) -> str:
+    """A store of each kind holding the journal, imported as a user imports it."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'results.db'}"
+    else:
+        url = request.getfixturevalue("postgres_server").create_database(
+            f"impossible_{next(DATABASES)}")
+    done = run_cli("db", "import", str(run_dir), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return url
+
+
+def assert_reasons(reasons: dict[str, str]) -> None:
+    """The judge's reasons, by hardware: the two impossible rows, no other."""
+    assert {hw for hw, reason in reasons.items() if reason} == IMPOSSIBLE, reasons
+    assert P100_REASON in reasons["p100"]
+    assert all(part in reasons["h100"] for part in GPT_REASONS), reasons["h100"]
+
+
+def test_the_report_flags_both_and_names_honest_rows_best(run_dir, tmp_path):
+    done = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(run_dir / "results.parquet").drop_duplicates("cell_id")
+    assert_reasons({r.hardware: r.judgement or "" for r in rows.itertuples()})
+    choices = (run_dir / "report.md").read_text().split("## Best choices")[1].split("\n## ")[0]
+    assert "c5.4xlarge" in choices and "h100-b" in choices
+    assert "| p100" not in choices and "| h100 |" not in choices
+    assert "| 547,106 |" in (run_dir / "report.md").read_text()
+
+
+def history(url: str, tmp_path: Path, *args: str) -> list[dict]:
+    done = run_cli("history", *args, "--db", url, "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found: list[dict] = json.loads(done.stdout)
+    return found
+
+
+def test_history_judges_every_row_as_the_report_does(store, tmp_path):
+    best = history(store, tmp_path, "best")
+    fastest = {r["workload"]: r["configuration"].split("/")[0] for r in best
+               if r["best"] == "fastest"}
+    assert fastest == {"lstm_lm": "c5.4xlarge", "gpt_lm": "h100-b"}
+    trend = history(store, tmp_path, "trend")
+    assert_reasons({r["configuration"].split("/")[0]: r["judgement"] for r in trend})
+    assert {r["configuration"].split("/")[0] for r in trend if "implausible" in r["flags"]} == \
+        IMPOSSIBLE
+    table = run_cli("history", "trend", "--db", store, cwd=tmp_path, env={"COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.count("↳ implausible:") == 2
+    assert "547,106 word/s" in table.stdout  # the report's number format
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+
+
+@pytest.mark.slow
+def test_the_dashboard_marks_both_with_the_judges_reason_in_the_browser(tmp_path, run_dir,
+                                                                       browser):
+    url = f"sqlite:///{tmp_path / 'site.db'}"
+    assert run_cli("db", "import", str(run_dir), "--db", url, cwd=tmp_path).returncode == 0
+    done = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    site = tmp_path / "site"
+    assert browser.open(site / "index.html") == []
+    # the overview lists every hardware's fastest configuration: these two are marked,
+    # with the judge's reason, each said once
+    flagged = dict(browser.js(
+        "return [...document.querySelectorAll('#overview tr.flagged')]"
+        ".map(tr => [tr.cells[1].textContent, tr.cells[6].textContent]);"))
+    assert_reasons({**flagged, "c5.4xlarge": "", "h100-b": ""})
+    assert not any("implausible: implausible" in reason for reason in flagged.values())
+    medians = browser.js("return [...document.querySelectorAll('#overview tbody tr')]"
+                         ".map(tr => tr.cells[3].textContent);")
+    assert "547,106 word/s" in medians and "2,020 word/s" in medians, medians
+    browser.screenshot("impossible-index")
+    reasons = {}
+    for workload in ("lstm_lm", "gpt_lm"):
+        assert browser.open(site / f"workload-{workload}.html") == []
+        reasons |= dict(browser.js(f"""
+            const table = document.querySelector('#rows-{workload}');
+            const at = [...table.querySelectorAll('thead th')]
+                .findIndex(th => th.textContent.trim().startsWith('hardware'));
+            return [...table.querySelectorAll('tbody tr.flagged')]
+                .map(tr => [tr.cells[at].textContent, tr.cells[tr.cells.length - 1].textContent]);
+            """))
+        labels = browser.js(f"return window.matrixCharts['throughput-{workload}'].data.labels;")
+        assert not any(label.split(" ")[0] in IMPOSSIBLE for label in labels), labels
+        browser.screenshot(f"impossible-{workload}")
+    assert set(reasons) == IMPOSSIBLE, reasons
+    assert_reasons({hw: reason for hw, reason in reasons.items()})
