@@ -66,6 +66,18 @@ def test_the_report_flags_both_and_names_honest_rows_best(run_dir, tmp_path):
     assert "| 547,106 |" in (run_dir / "report.md").read_text()
 
 
+def test_compare_leaves_an_impossible_configuration_out_and_says_why(run_dir, tmp_path):
+    again = tmp_path / "again"
+    shutil.copytree(run_dir, again)
+    done = run_cli("compare", str(run_dir), str(again), cwd=tmp_path, env={"COLUMNS": "100"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    left_out = [line for line in done.stdout.splitlines() if line.startswith("left out")]
+    assert len(left_out) == 2, done.stdout
+    assert any(P100_REASON in line for line in left_out)
+    assert "2 too few repeats; 0 configuration(s) with ok samples in one run only" in \
+        done.stdout.replace("\n", " "), done.stdout
+
+
 def history(url: str, tmp_path: Path, *args: str) -> list[dict]:
     done = run_cli("history", *args, "--db", url, "--format", "json", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -52,6 +52,11 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
         frame[field] = [provenance.get(a, {}).get(field) for a in runs["attempt_id"]]
     for field in MEASURED_FIELDS:
         frame[field] = [measured.get(a, {}).get(field) for a in runs["attempt_id"]]
+    # a stored flag the judge cannot check keeps the reason its cell gave (the error field)
+    flagged = list(dict.fromkeys(runs.loc[runs["flags"] != "", "attempt_id"]))
+    cells = _records(db, "SELECT attempt_id, record FROM cells WHERE attempt_id IN ({})",
+                     flagged)
+    frame["error"] = [cells.get(a, {}).get("error") for a in runs["attempt_id"]]
     params = pd.DataFrame([json.loads(text) for text in runs["params"]], index=runs.index)
     frame = frame.join(params.add_prefix("param."))
     verdicts = judged(frame)

@@ -60,14 +60,26 @@ class Comparison:
 
 
 def repeat_throughputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
-    """config_id -> one items/s per repeat that ended ok: the median of its timed epochs."""
+    """config_id -> one items/s per repeat that ended ok: the median of its timed epochs.
+    A configuration with a row judged implausible (judge.py) has none: its figures cannot be
+    true, so they are neither a regression nor an improvement (`implausible_configs`)."""
     from orchestrator.report.analysis import repeat_medians
 
     rows = df[(df["status"] == "ok") & df["items_per_s"].notna()] if len(df) else df
+    rows = rows[~rows["config_id"].isin(implausible_configs(df))] if len(rows) else rows
     if not len(rows):
         return {}
     return {str(config): medians.to_numpy(dtype=float)
             for config, medians in repeat_medians(rows).groupby(level="config_id", sort=True)}
+
+
+def implausible_configs(df: pd.DataFrame) -> dict[str, str]:
+    """config_id -> the judge's reason, for each configuration with a row it flagged."""
+    if not len(df) or "flags" not in df:
+        return {}
+    flagged = df[df["flags"].fillna("").astype(str).str.contains("implausible", regex=False)]
+    reasons = flagged.get("judgement", flagged["flags"]).fillna("").astype(str)
+    return {str(c): str(r) for c, r in zip(flagged["config_id"], reasons, strict=True)}
 
 
 def bootstrap_interval(base: np.ndarray, new: np.ndarray, seed: int = 0

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.report.compare import Comparison, Verdict, repeat_throughputs
+from orchestrator.report.analysis import config_labels
+from orchestrator.report.compare import (
+    Comparison,
+    Verdict,
+    implausible_configs,
+    repeat_throughputs,
+)
 from orchestrator.report.markdown import fmt_rate
 
 if TYPE_CHECKING:
@@ -37,7 +43,12 @@ def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFra
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
     counts = Counter(item.verdict for item in found)
-    only = set(repeat_throughputs(base)) ^ set(repeat_throughputs(new))
+    flagged = implausible_configs(base) | implausible_configs(new)
+    only = (set(repeat_throughputs(base)) ^ set(repeat_throughputs(new))) - set(flagged)
     console.print(", ".join(f"{counts[v]} {v.value}" for v in Verdict)
                   + f"; {len(only)} configuration(s) with ok samples in one run only")
+    labels = {**config_labels(base), **config_labels(new)}
+    for config_id, reason in sorted(flagged.items()):  # never compared: say why, once each
+        console.print(f"left out, judged implausible: {labels.get(config_id, config_id)}: "
+                      f"{reason}", highlight=False, markup=False)
     return counts[Verdict.REGRESSION]
