@@ -2,10 +2,11 @@
 path shows a figure the report would flag as impossible: `matrix history` and the dashboard
 call this on their rows, one per configuration per run (history.per_run).
 
-A row is judged from its own figure (its repeats' median items/s) with its first repeat's
-provenance (GPU model, GPUs, devices used, cores, instance type, workload version) and first
-measurement (recorded FLOP count, the node's own CPU peak estimate, memory peaks), never
-from the flags stored with it alone: a journal written by hand or by another tool, or by an
+A row is judged from its own figure (its repeats' median items/s) and memory peak (the
+largest of its repeats', by the best probe each had: the GPU's on a GPU, else the host's),
+with its first repeat's provenance (GPU model, GPUs, devices used, cores, instance type,
+workload version) and its configuration's first measurement (the recorded FLOP count, the
+node's own CPU peak estimate), never from the flags stored with it alone: a journal written by hand or by another tool, or by an
 older version of this one, carries flags that judged nothing. The judge looks up its FLOP
 model and peak once per configuration, as it does for the report. A stored `implausible`
 that cannot be checked (no peak) is kept, as the report keeps it.
@@ -24,8 +25,7 @@ if TYPE_CHECKING:
 
 PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "instance_type",
                      "workload_version")
-MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source", "mem_alloc_peak_bytes",
-                   "host_rss_peak_bytes")
+MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")
 CHUNK = 500  # attempt ids per IN (...): well under every driver's limit on parameters
 
 
@@ -43,21 +43,32 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     attempts = list(dict.fromkeys(runs["attempt_id"]))
     provenance = _records(db, "SELECT attempt_id, provenance FROM cells WHERE "
                               "provenance IS NOT NULL AND attempt_id IN ({})", attempts)
+    # what a configuration's FLOP count and CPU peak are, read once per configuration
+    firsts = runs.drop_duplicates("config_id")
     measured = _records(db, "SELECT attempt_id, record FROM measurements WHERE seq = 0 "
-                            "AND attempt_id IN ({})", attempts)
+                            "AND attempt_id IN ({})", firsts["attempt_id"])
+    of_config = {c: measured.get(a, {}) for c, a in zip(firsts["config_id"],
+                                                        firsts["attempt_id"], strict=True)}
     frame = pd.DataFrame({"status": "ok", "workload": runs["workload"].to_numpy(),
                           "items_per_s": runs["items_per_s"].to_numpy(),
                           "flags": runs["flags"].to_numpy()}, index=runs.index)
+    ids, configs = runs["attempt_id"].tolist(), runs["config_id"].tolist()  # plain lists:
+    # iterating pandas' Arrow-backed strings a value at a time is slow
     for field in PROVENANCE_FIELDS:
-        frame[field] = [provenance.get(a, {}).get(field) for a in runs["attempt_id"]]
+        frame[field] = [provenance.get(a, {}).get(field) for a in ids]
     for field in MEASURED_FIELDS:
-        frame[field] = [measured.get(a, {}).get(field) for a in runs["attempt_id"]]
+        frame[field] = [of_config[c].get(field) for c in configs]
+    on_gpu = frame["gpu_model"].notna()
+    frame["mem_alloc_peak_bytes"] = runs["mem_peak_bytes"].where(on_gpu)
+    frame["host_rss_peak_bytes"] = runs["mem_peak_bytes"].where(~on_gpu)
     # a stored flag the judge cannot check keeps the reason its cell gave (the error field)
     flagged = list(dict.fromkeys(runs.loc[runs["flags"] != "", "attempt_id"]))
     cells = _records(db, "SELECT attempt_id, record FROM cells WHERE attempt_id IN ({})",
                      flagged)
-    frame["error"] = [cells.get(a, {}).get("error") for a in runs["attempt_id"]]
-    params = pd.DataFrame([json.loads(text) for text in runs["params"]], index=runs.index)
+    frame["error"] = [cells.get(a, {}).get("error") for a in ids]
+    texts = runs["params"].tolist()
+    parsed = {text: json.loads(text) for text in set(texts)}  # one per configuration
+    params = pd.DataFrame([parsed[text] for text in texts], index=runs.index)
     frame = frame.join(params.add_prefix("param."))
     verdicts = judged(frame)
     runs["flags"] = verdicts["flags"].fillna("")
@@ -67,11 +78,17 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _records(db: Connection, sql: str, attempts: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """attempt_id -> its JSON record, for the attempts asked (in chunks)."""
+    """attempt_id -> its JSON record, for the attempts asked (in chunks). A text seen
+    before is parsed once: the repeats of a configuration on one node share their
+    provenance word for word."""
     ids = list(attempts)
     found: dict[str, dict[str, Any]] = {}
+    parsed: dict[str, dict[str, Any]] = {}
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start:start + CHUNK]
         query = sql.format(", ".join("?" for _ in chunk))
-        found.update((attempt, json.loads(text)) for attempt, text in db.query(query, chunk))
+        for attempt, text in db.query(query, chunk):
+            if text not in parsed:
+                parsed[text] = json.loads(text)
+            found[attempt] = parsed[text]
     return found

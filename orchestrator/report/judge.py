@@ -41,6 +41,11 @@ CPU_CORE_CEILING_FLOPS = {"fp32": 6e9 * 64, "bf16": 6e9 * 1024}
 GIB = 1024 ** 3
 JUDGED_COLUMNS = ("achieved_flops", "peak_flops", "peak_source", "peak_fraction",
                   "peak_note", "flops_note", "judgement")
+# What a suspect row's verdicts read (_row_verdict).
+VERDICT_COLUMNS = ("flags", "error", "param.precision", "achieved_flops", "peak_flops",
+                   "peak_source", "peak_fraction", "peak_note", "flops_note",
+                   "parallel_efficiency_fraction", "speedup_ratio", "gpu_model",
+                   "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes")
 # A recorded FLOP count further than this from the workload's own model contradicts it.
 FLOP_TOLERANCE = 0.01
 
@@ -77,18 +82,26 @@ def judged(df: pd.DataFrame) -> pd.DataFrame:
                      | _memory_suspects(df)
                      | df["flags"].fillna("").astype(str).str.contains(Flag.IMPLAUSIBLE.value))
     df.loc[ok, "judgement"] = ""
-    for index in df.index[suspects]:
-        row = df.loc[index]
-        verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory_verdicts(row)
-        flags = [f for f in str(row.get("flags") or "").split(",") if f]
-        stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row["peak_flops"])
-        flags = [f for f in flags if f != Flag.IMPLAUSIBLE.value]
-        if verdicts or stored_unchecked:
-            flags.append(Flag.IMPLAUSIBLE.value)
-        df.at[index, "flags"] = ",".join(flags)
-        df.at[index, "judgement"] = "; ".join(v.reason for v in verdicts) or (
-            str(row.get("error") or "implausible (as recorded)") if stored_unchecked else "")
+    # the suspects as plain dicts, and their verdicts set at once: a row at a time through
+    # df.loc and df.at cost a store of many implausible rows seconds
+    read = [c for c in VERDICT_COLUMNS if c in df]
+    walked = [_row_verdict(row) for row in df.loc[suspects, read].to_dict("records")]
+    if walked:
+        df.loc[suspects, "flags"] = [flags for flags, _ in walked]
+        df.loc[suspects, "judgement"] = [judgement for _, judgement in walked]
     return df
+
+
+def _row_verdict(row: dict[str, Any]) -> tuple[str, str]:
+    """A suspect row's flags and judgement (the reasons; "" where no bound caught it)."""
+    verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory_verdicts(row)
+    flags = [f for f in str(row.get("flags") or "").split(",") if f]
+    stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row.get("peak_flops"))
+    flags = [f for f in flags if f != Flag.IMPLAUSIBLE.value]
+    if verdicts or stored_unchecked:
+        flags.append(Flag.IMPLAUSIBLE.value)
+    return ",".join(flags), "; ".join(v.reason for v in verdicts) or (
+        str(row.get("error") or "implausible (as recorded)") if stored_unchecked else "")
 
 
 def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
