@@ -51,6 +51,8 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "target_cv": target,
             "train_s": float(group["train_s"].median()),
             "epoch_s": _median(group, "epoch_s"),
+            "epoch_s_lower_bound": bool(group.get("epoch_s_lower_bound",
+                                                  pd.Series(dtype=bool)).fillna(False).any()),
             # the range of the samples' whole epochs, which the epoch-time figure draws
             "epoch_s_min": _extreme(group, "epoch_s", min),
             "epoch_s_max": _extreme(group, "epoch_s", max),
@@ -198,6 +200,9 @@ def with_whole_epoch(df: pd.DataFrame) -> pd.DataFrame:
     if "train_s" not in df.columns:
         return df
     parts = df["train_s"] + sum(df[c].fillna(0.0) for c in ("warmup_s", "eval_s") if c in df)
+    measured = df["epoch_s"].notna() if "epoch_s" in df else False
+    # the sum of the parts is a lower bound: marked, so a table can say "at least"
+    df["epoch_s_lower_bound"] = ~measured & df["train_s"].notna()
     df["epoch_s"] = df["epoch_s"].fillna(parts) if "epoch_s" in df else parts
     return df
 

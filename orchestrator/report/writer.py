@@ -183,7 +183,8 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     for _, row in summary.iterrows():
         cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_devices),
                  *(fmt(row[c]) for c in varying),
-                 f"{row['samples']} ({row['repeats']}x)", fmt_seconds(row["epoch_s"]),
+                 f"{row['samples']} ({row['repeats']}x)",
+                 ("≥ " if row.get("epoch_s_lower_bound") else "") + fmt_seconds(row["epoch_s"]),
                  f"{row['train_s']:.3f}", *[fmt_seconds(row["warmup_s"])] * has_warmup,
                  fmt_ms(row["step_s"]), fmt_rate(row["items_per_s"]),
                  f"{row['spread']:.1%}", *[fmt_pct(row["repeat_cv"])] * has_target]
@@ -207,7 +208,9 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
     plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
     return [f"## {workload}", "", f"{info.description}", "",
-            _caption(unit, has_warmup, has_target, has_cost), "",
+            _caption(unit, has_warmup, has_target, has_cost)
+            + (" ≥: recorded before the whole epoch was timed, the sum of its parts (a lower "
+               "bound)." if bool(summary["epoch_s_lower_bound"].any()) else ""), "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
             *plots]

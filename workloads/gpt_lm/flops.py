@@ -13,8 +13,9 @@ utilisation (MFU) is quoted with (PaLM, Chowdhery et al. 2022, appendix B):
   of V), 2 * 2 * H * Q * T per token and layer forward, x3 for training; over the whole
   T x T square, as the count does, although causal attention needs only half of it.
 
-Activation checkpointing recomputes the forward (about 8N more per token): MFU leaves it
-out, since it counts the model's FLOPs, not the hardware's. GPT-2 small at T = 1024:
+Activation checkpointing recomputes each block's forward: about 2N + 4 * L * H * Q * T more
+per token (the forward's third of the count), 8N + 16 * L * H * Q * T in all. MFU leaves
+it out, since it counts the model's FLOPs, not the hardware's. GPT-2 small at T = 1024:
 N = 85.0 M + 38.6 M = 123.5 M, so 741 MFLOP + 113 MFLOP = 854 MFLOP per token. Pure Python.
 """
 
