@@ -8,9 +8,9 @@ with its first repeat's provenance (GPU model, GPUs, devices used, cores, instan
 workload version) and its configuration's first measurement (the recorded FLOP count, the
 node's own CPU peak estimate), never from the flags stored with it alone: a journal
 written by hand or by another tool, or by an older version of this one, carries flags that
-judged nothing. The judge looks up its FLOP
-model and peak once per configuration, as it does for the report. A stored `implausible`
-that cannot be checked (no peak) is kept, as the report keeps it.
+judged nothing. The judge looks up its FLOP model and peak once per configuration, as it
+does for the report. A stored `implausible` that cannot be checked (no peak) is kept, as
+the report keeps it.
 """
 
 from __future__ import annotations
