@@ -257,3 +257,13 @@ def test_small_rates_keep_their_significant_digits_everywhere():
     # transformer_ft at 1.204 samples/s showed "1"; sleep at 1.999 steps/s showed "2"
     assert [fmt_rate(v) for v in (1.204, 1.999, 999.54, 1000.4, 547_106.0)] == \
         ["1.204", "1.999", "999.5", "1,000", "547,106"]
+
+
+def test_a_metric_in_bytes_is_shown_in_mib_like_every_memory_column(tmp_path):
+    store = new_store(tmp_path)
+    journal_cell(store, "cpu", "gpt_lm", "laptop", {**GPT2, "precision": "fp32"}, 500.0,
+                 "token", extra={"rank_mem_peak_max_bytes": 403_171_328.0,
+                                 "tokens_per_s_per_rank": 500.0})
+    report, _ = report_of(store, tmp_path)
+    assert "rank_mem_peak_max MiB" in report and "| 384 |" in report
+    assert "403,171,328" not in report

@@ -175,7 +175,8 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     has_scaling = bool(summary["speedup_ratio"].notna().any())
     has_cost = bool(summary["usd_per_million_items"].notna().any())
     headers[2:2] = ["devices"] * has_devices
-    headers += [f"eval {unit}s/s"] * has_eval + metrics + ["GPU mem MiB"] * has_gpu_mem
+    headers += [f"eval {unit}s/s"] * has_eval + [metric_heading(m) for m in metrics]
+    headers += ["GPU mem MiB"] * has_gpu_mem
     headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak)]
     headers += ["speedup", "efficiency"] * has_scaling
     headers += ["$/epoch", f"$/M {unit}s"] * has_cost + ["flags"]
@@ -189,7 +190,8 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                  fmt_ms(row["step_s"]), fmt_rate(row["items_per_s"]),
                  f"{row['spread']:.1%}", *[fmt_pct(row["repeat_cv"])] * has_target]
         cells += [fmt_rate(row["eval_items_per_s"])] * has_eval
-        cells += [fmt_metric(row[f"metric.{m}"]) for m in metrics]
+        cells += [fmt_mib(row[f"metric.{m}"]) if m.endswith("_bytes") else
+                  fmt_metric(row[f"metric.{m}"]) for m in metrics]
         cells += [fmt_mib(row["mem_bytes"])] * has_gpu_mem
         cells += [fmt_mib(row["rss_bytes"])]
         cells += [fmt_tflops(row["achieved_flops"]), _of_peak(row)] * has_peak
@@ -214,6 +216,12 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
             *([f"Fixed settings: {settings}.", ""] if settings else []),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
             *plots]
+
+
+def metric_heading(metric: str) -> str:
+    """A workload metric's column heading: bytes are shown in MiB, as every memory column
+    is (rank_mem_peak_max_bytes sat in bytes beside host RSS in MiB)."""
+    return f"{metric.removesuffix('_bytes')} MiB" if metric.endswith("_bytes") else metric
 
 
 def _caption(unit: str, has_warmup: bool, has_target: bool, has_cost: bool) -> str:
