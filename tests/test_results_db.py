@@ -363,3 +363,22 @@ def test_sqlite_rows_carry_the_records_whole(tmp_path):
         record, = raw.execute("SELECT record FROM cells").fetchone()
     assert json.loads(record) == json.loads(run.attempts()[0].cell.model_dump_json(
         exclude_none=True))
+
+
+def test_history_judges_scaling_within_a_run_as_the_report_does(tmp_path):
+    # 2 GPUs at 3.0x one GPU's speed: 150% efficiency cannot come from adding a device
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    results = open_store(url)
+    try:
+        results.import_run(write_run(tmp_path / "n0", DAY, {
+            "a100-x1/torch/32": [1000.0] * 3, "a100-x2/torch/32": [3000.0] * 3,
+            "a100-x4/torch/32": [3600.0] * 3},
+            gpus={"a100-x1/torch/32": 1, "a100-x2/torch/32": 2, "a100-x4/torch/32": 4}))
+        runs = judged_runs(results.db, per_run(repeats(results.db, Filters())))
+    finally:
+        results.close()
+    by_hardware = runs.set_index("hardware")
+    assert by_hardware.loc["a100-x2", "implausible"]
+    assert "speedup 3.00x on 2 devices" in by_hardware.loc["a100-x2", "judgement"]
+    assert not by_hardware.loc["a100-x4", "implausible"]  # 3.6x on 4: 90%
+    assert best(runs).set_index("best").loc["fastest", "hardware"] == "a100-x4"

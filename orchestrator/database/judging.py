@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
+from orchestrator.errors import MatrixError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,11 +72,39 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     parsed = {text: json.loads(text) for text in set(texts)}  # one per configuration
     params = pd.DataFrame([parsed[text] for text in texts], index=runs.index)
     frame = frame.join(params.add_prefix("param."))
+    frame = _with_scaling(frame, runs)
     verdicts = judged(frame)
     runs["flags"] = verdicts["flags"].fillna("")
     runs["judgement"] = verdicts["judgement"].fillna("").astype(str)
     runs["implausible"] = runs["flags"].str.contains("implausible", regex=False)
     return runs
+
+
+def _with_scaling(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Each row's speedup over its one-device twin in the same run, and its parallel
+    efficiency, as the report derives them (analysis.with_scaling), so the judge's scaling
+    bound applies: a speedup above the device count cannot come from adding devices."""
+    import pandas as pd
+
+    from orchestrator.report.analysis import SCALING_COLUMNS, with_scaling
+    from orchestrator.workload_registry import device_param_columns
+
+    gpus = pd.to_numeric(frame["gpu_count"], errors="coerce").fillna(0)
+    devices = gpus.copy()
+    try:
+        declaring = device_param_columns(frame["workload"].dropna().unique())
+    except MatrixError:  # a workload this installation does not know: its GPUs, then
+        declaring = ()
+    for column in declaring:
+        if column in frame:  # 0 means one per GPU, or one on a CPU
+            declared = pd.to_numeric(frame[column], errors="coerce")
+            devices = devices.where(declared.isna(), declared.where(declared > 0,
+                                                                     gpus.clip(lower=1)))
+    used = pd.to_numeric(frame["devices_used"], errors="coerce")
+    devices = used.where(used > 0, devices)
+    scaled = with_scaling(frame.assign(devices=devices, stack=runs["stack"],
+                                       run_key=runs["run_key"]), within=("run_key",))
+    return frame.join(scaled[list(SCALING_COLUMNS)])
 
 
 def _records(db: Connection, sql: str, attempts: Iterable[str]) -> dict[str, dict[str, Any]]:
