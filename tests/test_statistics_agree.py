@@ -36,8 +36,24 @@ def test_a_rows_figures_agree_with_each_other(workload, tmp_path):
     summary = config_summary(pd.DataFrame([{**r, "config_id": "c", "cell_id": "x",
                                             "workload": workload, "hardware": "h",
                                             "stack": "s", "flags": ""} for r in rows]))
-    mean_step_s = [r["train_s"] / r["steps"] for r in rows]
-    assert summary["step_s"].iloc[0] == pytest.approx(sum(mean_step_s) / 2, rel=1e-12)
+    # the configuration's ms/step is its items per step over its figure, exactly
+    items_per_step = sum(r["items"] for r in rows) / sum(r["steps"] for r in rows)
+    assert summary["step_s"].iloc[0] * summary["items_per_s"].iloc[0] == \
+        pytest.approx(items_per_step, rel=1e-12)
+
+
+def test_a_configurations_figure_is_the_median_of_its_repeats_and_ms_per_step_agrees():
+    # two repeats of two epochs: epochs at 1000 and 3000 items/s, then 1100 and 1300. The
+    # repeats' medians are 2000 and 1200, their median 1600 (matrix history's figure); the
+    # median of the four epochs would be 1200. 512 items a step: 320 ms a step at 1600/s.
+    rows = pd.DataFrame([
+        {"config_id": "c", "cell_id": cell, "workload": "gpt_lm", "hardware": "h",
+         "stack": "s", "flags": "", "items_per_s": rate, "items": 512.0 * 10,
+         "steps": 10, "train_s": 512.0 * 10 / rate}
+        for cell, rate in (("r1", 1000.0), ("r1", 3000.0), ("r2", 1100.0), ("r2", 1300.0))])
+    summary = config_summary(rows).iloc[0]
+    assert summary["items_per_s"] == pytest.approx(1600.0)
+    assert summary["step_s"] == pytest.approx(512 / 1600.0)
 
 
 def assert_consistent(row: dict[str, Any]) -> None:
