@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.report.analysis import config_labels
 from orchestrator.report.compare import (
     Comparison,
     Verdict,
@@ -47,6 +46,8 @@ def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFra
     only = (set(repeat_throughputs(base)) ^ set(repeat_throughputs(new))) - set(flagged)
     console.print(", ".join(f"{counts[v]} {v.value}" for v in Verdict)
                   + f"; {len(only)} configuration(s) with ok samples in one run only")
+    from orchestrator.report.analysis import config_labels  # heavy: matrix --help skips it
+
     labels = {**config_labels(base), **config_labels(new)}
     for config_id, reason in sorted(flagged.items()):  # never compared: say why, once each
         console.print(f"left out, judged implausible: {labels.get(config_id, config_id)}: "
