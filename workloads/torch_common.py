@@ -20,8 +20,8 @@ def use_torch(ctx: Context) -> torch.device:
     """The cell's device, registered with the harness: CUDA synchronisation before every
     clock read and the allocator's peaks on a GPU; nothing to wait for on the CPU."""
     device = torch.device(ctx.device)
-    ctx.uses_devices(1)  # a workload that trains on several goes through torch_ranks
     if device.type == "cuda":
+        ctx.uses_devices(1)  # one GPU; a workload that trains on several uses torch_ranks
         ctx.use_framework("torch", torch.__version__, sync=torch.cuda.synchronize,
                           probes=[TorchCudaProbe(device)])
     else:

@@ -53,7 +53,9 @@ class Context:
         # where the framework put the model, read back from it (ran_on): "cuda:0", "gpu:0",
         # "cpu"; a framework that quietly fell back to the CPU shows here
         self.compute_device: str | None = None
-        self.devices_used: int | None = None  # set by the workload: uses_devices()
+        # set by the workload (uses_devices): the GPUs it trains on, or its ranks or devices
+        # where it counts them on a CPU too; absent, the report counts the node's GPUs
+        self.devices_used: int | None = None
         self._sync: Sync = no_sync
         self._probes: list[MemoryProbe] = [HostRssProbe()]
         self._epochs_started = 0
