@@ -125,6 +125,7 @@ def child_ours(warmup: int, steps: int) -> dict[str, Any]:
     import torch
 
     import workloads.lstm_lm.workload as workload
+    from orchestrator.executors.outcome import cell_file_content
     from orchestrator.plan.cells import expand
     from orchestrator.spec.load import load_spec
     from orchestrator.worker.main import main as worker_main
@@ -134,7 +135,7 @@ def child_ours(warmup: int, steps: int) -> dict[str, Any]:
         matrix_file.write_text(matrix_yaml(warmup, "wikitext2"))
         (cell,) = expand(load_spec(matrix_file))
         cell_file, out_file = Path(tmp) / "cell.json", Path(tmp) / "out.jsonl"
-        cell_file.write_text(cell.model_dump_json())
+        cell_file.write_text(json.dumps(cell_file_content(cell)))  # as an executor writes it
         limit_windows(workload, warmup + steps)
         code = worker_main([str(cell_file), str(out_file)])
         records = [json.loads(line) for line in out_file.read_text().splitlines()]
