@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
-from orchestrator.errors import MatrixError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,25 +83,9 @@ def _with_scaling(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Each row's speedup over its one-device twin in the same run, and its parallel
     efficiency, as the report derives them (analysis.with_scaling), so the judge's scaling
     bound applies: a speedup above the device count cannot come from adding devices."""
-    import pandas as pd
+    from orchestrator.report.analysis import SCALING_COLUMNS, devices_column, with_scaling
 
-    from orchestrator.report.analysis import SCALING_COLUMNS, with_scaling
-    from orchestrator.workload_registry import device_param_columns
-
-    gpus = pd.to_numeric(frame["gpu_count"], errors="coerce").fillna(0)
-    devices = gpus.copy()
-    try:
-        declaring = device_param_columns(frame["workload"].dropna().unique())
-    except MatrixError:  # a workload this installation does not know: its GPUs, then
-        declaring = ()
-    for column in declaring:
-        if column in frame:  # 0 means one per GPU, or one on a CPU
-            declared = pd.to_numeric(frame[column], errors="coerce")
-            devices = devices.where(declared.isna(), declared.where(declared > 0,
-                                                                     gpus.clip(lower=1)))
-    used = pd.to_numeric(frame["devices_used"], errors="coerce")
-    devices = used.where(used > 0, devices)
-    scaled = with_scaling(frame.assign(devices=devices, stack=runs["stack"],
+    scaled = with_scaling(frame.assign(devices=devices_column(frame), stack=runs["stack"],
                                        run_key=runs["run_key"]), within=("run_key",))
     return frame.join(scaled[list(SCALING_COLUMNS)])
 
