@@ -29,7 +29,7 @@ from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
-from orchestrator.workload_registry import device_param_columns, importable, load_workload
+from orchestrator.workload_registry import importable, load_workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -242,20 +242,13 @@ def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:
 
 
 def devices_of(row: Any) -> int:
-    """The devices a row trained on: as its worker recorded them (`devices_used`), else its
-    workload's device parameter (`workers`, `devices`: 0 means one per GPU), else the GPUs
-    its worker saw; at least 1."""
-    if present(row.get("devices_used")) and int(row["devices_used"]) > 0:
-        return int(row["devices_used"])
-    gpus = int(row["gpu_count"]) if present(row.get("gpu_count")) else 0
-    try:
-        columns = device_param_columns([str(row.get("workload"))])
-    except MatrixError:  # a workload this installation does not know
-        columns = ()
-    for column in columns:
-        if present(row.get(column)) and int(row[column]) > 0:
-            return int(row[column])
-    return max(gpus, 1)
+    """The devices a row trained on (analysis.devices_column, the report's and history's
+    rule), at least 1: a GPU row's peak is that many GPUs'."""
+    import pandas as pd
+
+    from orchestrator.report.analysis import devices_column
+
+    return max(int(devices_column(pd.DataFrame([dict(row)])).iloc[0]), 1)
 
 
 def scaling_verdicts(row: Any) -> list[Verdict]:
