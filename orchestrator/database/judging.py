@@ -83,7 +83,8 @@ def _with_scaling(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Each row's speedup over its one-device twin in the same run, and its parallel
     efficiency, as the report derives them (analysis.with_scaling), so the judge's scaling
     bound applies: a speedup above the device count cannot come from adding devices."""
-    from orchestrator.report.analysis import SCALING_COLUMNS, devices_column, with_scaling
+    from orchestrator.report.analysis import SCALING_COLUMNS, with_scaling
+    from orchestrator.report.judge import devices_column
 
     scaled = with_scaling(frame.assign(devices=devices_column(frame), stack=runs["stack"],
                                        run_key=runs["run_key"]), within=("run_key",))

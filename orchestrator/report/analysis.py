@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import MatrixError
 from orchestrator.plan.repeats import settled
+from orchestrator.report.judge import devices_column
 from orchestrator.report.markdown import fmt, fmt_rate, present
 from orchestrator.results.records import Flag
 from orchestrator.workload_registry import device_param_columns
@@ -153,33 +153,6 @@ def _worst_judgement(group: pd.DataFrame) -> str:
 def _devices(group: pd.DataFrame) -> int:
     """The devices a configuration trains on (`devices_column`, its median)."""
     return int(devices_column(group).median())
-
-
-def devices_column(rows: pd.DataFrame) -> pd.Series:
-    """The devices each row trained on: as its worker recorded them (`devices_used`), else
-    its workload's own count where it declares one (`sets_devices`: nmt_dp's and gpt_lm's
-    `workers`, keras_lstm's `devices`; CPU workers count too; 0 means one per GPU, or 1 on a
-    CPU), else the GPUs its worker saw (0 on a CPU). The report's and history's scaling
-    both read it (matrix history: database/judging.py)."""
-    import pandas as pd
-
-    def numbers(column: str) -> pd.Series:
-        if column not in rows:
-            return pd.Series(float("nan"), index=rows.index)
-        return pd.to_numeric(rows[column], errors="coerce")
-
-    gpus = numbers("gpu_count").fillna(0)
-    devices = gpus.copy()
-    try:
-        declaring = device_param_columns(rows["workload"].dropna().unique())
-    except MatrixError:  # a workload this installation does not know: its GPUs, then
-        declaring = ()
-    for column in declaring:
-        declared = numbers(column)
-        devices = devices.where(declared.isna(), declared.where(declared > 0,
-                                                                 gpus.clip(lower=1)))
-    used = numbers("devices_used")
-    return used.where(used > 0, devices)
 
 
 def _first(group: pd.DataFrame, column: str) -> str | None:

@@ -29,7 +29,7 @@ from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
-from orchestrator.workload_registry import importable, load_workload
+from orchestrator.workload_registry import device_param_columns, importable, load_workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -241,12 +241,37 @@ def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:
     return Peak(ceiling * int(cores), "estimate"), f"any CPU of {int(cores)} cores"
 
 
-def devices_of(row: Any) -> int:
-    """The devices a row trained on (analysis.devices_column, the report's and history's
-    rule), at least 1: a GPU row's peak is that many GPUs'."""
+def devices_column(rows: pd.DataFrame) -> pd.Series:
+    """The devices each row trained on: as its worker recorded them (`devices_used`), else
+    its workload's own count where it declares one (`sets_devices`: nmt_dp's and gpt_lm's
+    `workers`, keras_lstm's `devices`; CPU workers count too; 0 means one per GPU, or 1 on a
+    CPU), else the GPUs its worker saw (0 on a CPU). The report's and history's scaling
+    both read it (matrix history: database/judging.py)."""
     import pandas as pd
 
-    from orchestrator.report.analysis import devices_column
+    def numbers(column: str) -> pd.Series:
+        if column not in rows:
+            return pd.Series(float("nan"), index=rows.index)
+        return pd.to_numeric(rows[column], errors="coerce")
+
+    gpus = numbers("gpu_count").fillna(0)
+    devices = gpus.copy()
+    try:
+        declaring = device_param_columns(rows["workload"].dropna().unique())
+    except MatrixError:  # a workload this installation does not know: its GPUs, then
+        declaring = ()
+    for column in declaring:
+        declared = numbers(column)
+        devices = devices.where(declared.isna(), declared.where(declared > 0,
+                                                                 gpus.clip(lower=1)))
+    used = numbers("devices_used")
+    return used.where(used > 0, devices)
+
+
+def devices_of(row: Any) -> int:
+    """The devices a row trained on (devices_column, the report's and history's rule), at
+    least 1: a GPU row's peak is that many GPUs'."""
+    import pandas as pd
 
     return max(int(devices_column(pd.DataFrame([dict(row)])).iloc[0]), 1)
 
