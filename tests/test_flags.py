@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.executors.outcome import ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.plan.cells import expand
 from orchestrator.report.peaks import cpu_peak_estimate
 from orchestrator.results.records import Flag, Status
@@ -21,13 +21,14 @@ workloads: [{name: lstm_lm, preset: tiny, dataset: synthetic}]
 
 def outcome(matrix_file, tmp_path, **measurement):
     (cell,) = expand(load_spec(matrix_file(MATRIX)))
-    out = tmp_path / "out.jsonl"
+    files = CellFiles.prepare(cell, tmp_path)
+    out = files.out
     record = {"record": "measurement", "epoch": 1, "item_unit": "word", "train_s": 1.0,
               "items": 1000.0, "items_per_s": 1000.0, **measurement}
     out.write_text(json.dumps(record) + "\n" + json.dumps({"record": "provenance"}) + "\n")
     exit = WorkerExit(returncode=0, timed_out=False, started_at="2026-11-22T00:00:00+00:00",
                       wall_s=2.0)
-    return records_for(cell, exit, out, tmp_path / "log", ToolInfo("t", None))
+    return records_for(cell, exit, files, ToolInfo("t", None))
 
 
 def test_beyond_the_peak_is_implausible_with_its_reason(matrix_file, tmp_path):

@@ -56,7 +56,7 @@ class NicedExecutor:
         exit = WorkerExit(returncode=returncode, timed_out=timed_out,
                           started_at=files.started_at, wall_s=time.perf_counter() - start,
                           node_id=f"niced:{node_id}")
-        return records_for(cell, exit, files.out, files.log, tool, {})
+        return records_for(cell, exit, files, tool, {})
 
     def remove_leftovers(self, run: str) -> int:
         self.cleaned.append(run)

@@ -62,7 +62,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         files.log.write_text(f"docker executor: {why}\n")
         exit = WorkerExit(returncode=None, timed_out=False, started_at=files.started_at,
                           wall_s=0.0, node_id=node_id)
-        return records_for(cell, exit, files.out, files.log, tool, _provenance(image),
+        return records_for(cell, exit, files, tool, _provenance(image),
                            status_override=(status, why))
 
     if image is None:
@@ -114,7 +114,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
     override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE, lost)
-    return records_for(cell, exit, files.out, files.log, tool, _provenance(image),
+    return records_for(cell, exit, files, tool, _provenance(image),
                        status_override=override)
 
 

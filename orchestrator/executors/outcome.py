@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.executors.ceilings import measured_here, node_name, remember
 from orchestrator.plan.cells import Cell, declared
 from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.results.records import (
@@ -56,17 +57,21 @@ class CellFiles:
     out: Path  # cells/<cell_id>.out.jsonl, the worker's records
     log: Path  # logs/<cell_id>.log, everything the worker printed
     started_at: str  # ISO 8601 UTC, when the files were laid out
+    run_root: Path
 
     @classmethod
     def prepare(cls, cell: Cell, run_root: Path) -> CellFiles:
-        """Write the cell file and clear a previous attempt's output."""
+        """Write the cell file (with the ceilings this node has measured in the run) and
+        clear a previous attempt's output."""
         files = cls(cell=run_root / "cells" / f"{cell.cell_id}.json",
                     out=run_root / "cells" / f"{cell.cell_id}.out.jsonl",
                     log=run_root / "logs" / f"{cell.cell_id}.log",
-                    started_at=datetime.now(UTC).isoformat(timespec="seconds"))
+                    started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                    run_root=run_root)
         for folder in (files.cell.parent, files.log.parent):
             folder.mkdir(parents=True, exist_ok=True)
-        files.cell.write_text(json.dumps(cell_file_content(cell), indent=2))
+        content = cell_file_content(cell) | {"ceilings_measured": measured_here(cell, run_root)}
+        files.cell.write_text(json.dumps(content, indent=2))
         files.out.unlink(missing_ok=True)
         return files
 
@@ -79,16 +84,20 @@ class ToolInfo:
     git_revision: str | None
 
 
-def records_for(cell: Cell, exit: WorkerExit, out_file: Path, log_file: Path, tool: ToolInfo,
+def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
                 extra_provenance: dict[str, Any] | None = None,
                 status_override: tuple[Status, str] | None = None) -> list[Record]:
-    """The attempt's batch: provenance, measurements, and the cell record last."""
+    """The attempt's batch: provenance, measurements, and the cell record last. A ceiling
+    the worker measured is remembered for the node's next cells (ceilings.py)."""
     identity = _identity(cell)
+    out_file, log_file = files.out, files.log
     raw, unreadable = _read_out(out_file)
-    extra = {**(extra_provenance or {}), "workload_version": cell.workload_version}
+    extra = {**(extra_provenance or {}), "workload_version": cell.workload_version,
+             "node": node_name()}
     if cell.workload_dir is not None:
         extra["workload_dir"] = cell.workload_dir
     provenance = _provenance(identity, raw, tool, extra)
+    remember(cell, files.run_root, provenance)
     measurements, invalid = _measurements(cell, identity, raw, provenance)
     error = next((r for r in raw if r.get("record") == "error"), None)
     timing = next((r for r in raw if r.get("record") == "timing"), {})

@@ -69,7 +69,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, node_id: str | None = N
             returncode = None
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, node_id=node_id)
-    return records_for(cell, exit, files.out, files.log, tool)
+    return records_for(cell, exit, files, tool)
 
 
 def _worker_env(cell: Cell) -> dict[str, str]:

@@ -90,6 +90,9 @@ class Flag(StrEnum):
     THROTTLED = "throttled"  # NVML reported throttling while timing
     WARMUP_DOMINATED = "warmup_dominated"  # warm-up took longer than the timed steps
     OVERSUBSCRIBED = "oversubscribed"  # more CPU workers than the cores the cell had
+    # judged from the node's measured ceiling (report/ceilings.py), never stored by a cell:
+    ABOVE_CEILING = "above_ceiling"  # faster than its node's measured ceiling
+    BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 70% of the datasheet
 
 
 class _Identity(BaseModel):
@@ -216,7 +219,15 @@ class ProvenanceRecord(_Identity):
     devices_used: int | None = None
     cpu_model: str | None = None
     cpu_count: int | None = None
-    hostname: str | None = None
+    hostname: str | None = None  # the worker's (a container's own under docker)
+    node: str | None = None  # the machine the executor ran on: whose ceiling a row shares
+    # the node's measured ceiling at the cell's precision (worker/ceiling.py), where this
+    # cell measured it: FLOP/s of one device, the probe, its cost; or why none was measured
+    ceiling_flops: float | None = None
+    ceiling_precision: str | None = None
+    ceiling_probe: str | None = None
+    ceiling_cost_s: float | None = None
+    ceiling_gap: str | None = None
     instance_type: str | None = None
     image_tag: str | None = None
     image_id: str | None = None

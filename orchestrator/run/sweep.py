@@ -22,6 +22,7 @@ from orchestrator import __version__
 from orchestrator.database.live import SweepIndex
 from orchestrator.errors import DriverNodeLost
 from orchestrator.executors import remove_leftovers
+from orchestrator.executors.ceilings import forget_ceilings
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware import detect_local
 from orchestrator.images.build import build_images, failed_image_records, image_stacks
@@ -123,6 +124,8 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                 console: Console, index: SweepIndex | None) -> SweepSummary:
     sweep = _Sweep(spec, store, options, console)
+    if not store.journal.exists():  # a new run: no node has measured its ceiling in it
+        forget_ceilings(store.root)
     save_declarations(store.root, [load_workload(w.name) for w in spec.workloads if w.command])
     plan = sweep.plan()
     launched, prices = sweep.preflight(plan)

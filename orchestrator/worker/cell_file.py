@@ -93,6 +93,10 @@ class CellFile:
     command: list[str] | None = None  # a command workload: the script's arguments, filled in
     command_cwd: str | None = None  # ... and the folder it runs in
     profile: bool = False  # the last epoch under torch.profiler (Context.start_epoch)
+    # the frameworks whose ceiling at the cell's precision this node, hardware and stack
+    # have measured in this run (executors/ceilings.py); the worker measures its own
+    # framework's where it is not among them (worker/ceiling.py)
+    ceilings_measured: tuple[str, ...] = ()
 
     @property
     def workload_package(self) -> str:
@@ -114,6 +118,7 @@ class CellFile:
             given = {f.name: raw.get(f.name, f.default) if f.name in _OPTIONAL else raw[f.name]
                      for f in fields(cls)}
             return cls(**{**given, "params": values,
+                          "ceilings_measured": tuple(given["ceilings_measured"]),
                           "param_types": types,
                           "hardware": _only_known(CellHardware, raw["hardware"]),
                           "stack": _only_known(CellStack, raw["stack"])})
@@ -122,7 +127,8 @@ class CellFile:
 
 
 # absent from a built-in workload's file
-_OPTIONAL = ("workload_dir", "workload_module", "command", "command_cwd", "profile")
+_OPTIONAL = ("workload_dir", "workload_module", "command", "command_cwd", "profile",
+             "ceilings_measured")
 
 
 def _typed(value: Scalar, declared: str | None) -> Scalar:

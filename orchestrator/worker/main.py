@@ -15,6 +15,7 @@ import time
 import traceback
 from typing import Any
 
+from orchestrator.worker.ceiling import ceiling_provenance
 from orchestrator.worker.cell_file import FailureKind, read_cell_file
 from orchestrator.worker.command import CommandFailed, run_command
 from orchestrator.worker.context import Context, RecordWriter, Unsupported
@@ -62,6 +63,8 @@ def main(argv: list[str]) -> int:
     workload_s = time.perf_counter() - start
     writer.write({"record": "timing", "workload_s": workload_s})
     provenance = _provenance(ctx) | reported
+    if code == 0 and ctx is not None:
+        provenance |= ceiling_provenance(ctx, elapsed_s=time.perf_counter() - start)
     writer.write(provenance)
     print(_end_line(provenance, workload_s, code), flush=True)
     return code
