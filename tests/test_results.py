@@ -13,6 +13,7 @@ import pytest
 
 from orchestrator.errors import RunLockedError
 from orchestrator.report.analysis import COST_COLUMNS, SCALING_COLUMNS
+from orchestrator.report.ceilings import CEILING_COLUMNS
 from orchestrator.report.frame import run_frame, write_results
 from orchestrator.results.journal import JournalLineError, parse_line
 from orchestrator.results.records import (
@@ -160,7 +161,8 @@ def test_the_schema_document_agrees_with_the_code():
     for model in (MeasurementRecord, CellRecord, ProvenanceRecord):
         fields |= set(model.model_fields)
     metrics = {m for w in available_workloads() for m in load_workload(w).metrics}
-    derived = set(COST_COLUMNS) | set(SCALING_COLUMNS) | {"run_dir", "judgement", "peak_note"}
+    derived = set(COST_COLUMNS) | set(SCALING_COLUMNS) | set(CEILING_COLUMNS) | {
+        "run_dir", "judgement", "peak_note"}
     assert documented_columns() == fields | metrics | {"param.<name>"} | derived
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.dashboard.data import page_name
-from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_usd, present
+from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_tflops, fmt_usd, present
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -148,6 +148,13 @@ def tips(row: dict[str, Any]) -> list[str]:
     lines = [f"{row['repeats']} repeat(s), {fmt_rate(row['lowest'])} to {fmt_rate(row['highest'])} "
              f"{row['item_unit']}/s", f"run {row['run']} ({str(row['date'])[:16]})",
              f"in {row['location']}"]
+    if present(row.get("achieved_flops")):
+        lines.append(f"{fmt_tflops(row['achieved_flops'])} TFLOP/s"
+                     + (f", {fmt_pct(row['peak_fraction'])} of peak"
+                        if present(row.get("peak_fraction")) else "")
+                     + (f", {fmt_pct(row['ceiling_fraction'])} of the node's measured ceiling "
+                        f"({fmt_tflops(row['node_ceiling_flops'])} TFLOP/s a device)"
+                        if present(row.get("ceiling_fraction")) else ""))
     lines += [f"{label}: {value}" for label, value in row["provenance"]]
     if row["flags"]:
         lines.append(f"flags: {row['flags']}" + (f" ({row['reason']})" if row["reason"] else ""))
@@ -161,16 +168,17 @@ def workload_table(rows: pd.DataFrame, workload: str, named: Settings,
                Column("hardware", "hardware"), Column("stack", "stack"),
                Column("settings", "settings"), Column("repeats", "n", numeric=True),
                Column("median", "median", numeric=True), Column("spread", "spread", True),
-               Column("memory", "memory peak", True), Column("cost", "$ / M items", True),
-               Column("flags", "flags")]
+               Column("memory", "memory peak", True), Column("peak", "% of peak", True),
+               Column("ceiling", "% of ceiling", True),
+               Column("cost", "$ / M items", True), Column("flags", "flags")]
     found = []
     for row in rows.sort_values("date", ascending=False, kind="stable").to_dict("records"):
         found.append(Row(cells=[
             text(str(row["date"])[:16].replace("T", " ")), text(row["run"]),
             text(row["hardware"]), text(row["stack"]), text(named.of_row(row)),
             count(row["repeats"]), rate(row["items_per_s"], row["item_unit"]),
-            pct(row["spread"]), mib(row["mem_peak_bytes"]),
-            usd(row["usd_per_million_items"]), flags(row)],
+            pct(row["spread"]), mib(row["mem_peak_bytes"]), pct(row.get("peak_fraction")),
+            pct(row.get("ceiling_fraction")), usd(row["usd_per_million_items"]), flags(row)],
             flagged=bool(row["flags"]), links={"run": f"runs/{row['run_key']}.html"}))
     return Table(id=f"rows-{workload}", caption=f"{workload}: {caption}",
                  columns=columns, rows=found)

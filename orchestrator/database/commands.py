@@ -143,8 +143,15 @@ def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = No
         columns = {"workload": "workload", "best": "best", "label": "configuration",
                    "config_id": "config_id", "items_per_s": "items_per_s",
                    "item_unit": "item_unit", "usd_per_million_items": "usd_per_million_items",
-                   "repeats": "repeats", "date": "date", "run": "run", "location": "location"}
+                   "repeats": "repeats", "date": "date", "run": "run", "location": "location",
+                   **FLOP_COLUMNS}
     show_frame(picks, columns, format, _console(), group="workload")
+
+
+# a row's FLOP/s against the datasheet and against its node's measured ceiling (CSV, JSON)
+FLOP_COLUMNS = {"achieved_flops": "achieved_flops", "peak_fraction": "peak_fraction",
+                "ceiling_fraction": "ceiling_fraction",
+                "node_ceiling_flops": "node_ceiling_flops"}
 
 
 @history_app.command(name="trend")
@@ -154,7 +161,8 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
               "--last", min=0, help="The latest N runs of each configuration (0: all).")
           ] = 10) -> None:
     """Each configuration's figures run by run, oldest first: repeats, median items/s and
-    their spread, the memory peak and the cost per million items."""
+    their spread, the memory peak, the FLOP/s as a share of the datasheet peak and of the
+    node's measured ceiling, and the cost per million items."""
     from orchestrator.database.history_view import show_frame
 
     selected = _samples(workload, hardware, stack, since, db)
@@ -166,15 +174,17 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
     if format is Format.TABLE:  # each configuration heads its runs
         runs["label"] = runs["workload"] + " " + runs["label"]
         columns = {"date": "date", "repeats": "n", "items_per_s": "median",
-                   "spread": "spread", "mem_peak_bytes": "memory",
-                   "usd_per_million_items": "$/M", "location": "run"}
+                   "spread": "spread", "mem_peak_bytes": "memory", "peak_fraction": "% peak",
+                   "ceiling_fraction": "% ceil", "usd_per_million_items": "$/M",
+                   "location": "run"}
     else:
         columns = {"workload": "workload", "label": "configuration", "config_id": "config_id",
                    "date": "date", "repeats": "repeats", "items_per_s": "items_per_s",
                    "lowest": "lowest", "highest": "highest", "item_unit": "item_unit",
                    "mem_peak_bytes": "mem_peak_bytes",
                    "usd_per_million_items": "usd_per_million_items", "run": "run",
-                   "location": "location", "flags": "flags", "judgement": "judgement"}
+                   "location": "location", **FLOP_COLUMNS, "flags": "flags",
+                   "judgement": "judgement"}
     show_frame(runs, columns, format, _console(), group="label")
 
 

@@ -39,6 +39,12 @@ def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
         return
     records = frame.to_dict("records")
     cells = [[_cell(name, record) for name in columns] for record in records]
+    # a column of figures no row has says nothing, and takes width from the configuration
+    empty = {i for i, name in enumerate(columns) if name in OPTIONAL and cells
+             and all(row[i] == "-" for row in cells)}
+    if empty:
+        columns = {k: v for i, (k, v) in enumerate(columns.items()) if i not in empty}
+        cells = [[c for i, c in enumerate(row) if i not in empty] for row in cells]
     indent = "  " if group else ""
     header, rows = fitted_table(list(columns.values()), [c in FOLDED for c in columns],
                                 [c in TEXT for c in columns], cells,
@@ -123,6 +129,8 @@ def show_regressions(found: list[Regression], alone: int, threshold: float, form
 
 TEXT = {"workload", "best", "label", "run", "location", "date", "item_unit"}
 FOLDED = {"label", "location"}  # the columns that fold; the rest never wrap
+# figures a table leaves out where no row has them (older runs: no ceiling; no prices)
+OPTIONAL = {"peak_fraction", "ceiling_fraction", "usd_per_million_items"}
 
 
 def _cell(name: str, row: dict[str, Any]) -> str:
@@ -137,7 +145,7 @@ def _cell(name: str, row: dict[str, Any]) -> str:
         return f"{fmt_rate(value)} {row['item_unit']}/s"
     if name == "usd_per_million_items":
         return f"${fmt_usd(value)}"
-    if name == "spread":
+    if name in ("spread", "peak_fraction", "ceiling_fraction"):
         return fmt_pct(value)
     if name == "mem_peak_bytes":
         return f"{fmt_mib(value)} MiB"

@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "instance_type",
-                     "workload_version")
+                     "workload_version", "node", "framework")
+CEILING_FIELDS = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
+                  "ceiling_cost_s")
 MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")
 CHUNK = 500  # attempt ids per IN (...): well under every driver's limit on parameters
 
@@ -72,11 +74,36 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     params = pd.DataFrame([parsed[text] for text in texts], index=runs.index)
     frame = frame.join(params.add_prefix("param."))
     frame = _with_scaling(frame, runs)
-    verdicts = judged(frame)
+    # whose ceiling a row shares: its run's, node's, hardware's, stack's (report/ceilings.py)
+    frame = frame.assign(run=runs["run_key"], hardware=runs["hardware"], stack=runs["stack"])
+    verdicts = judged(frame, probes=_probes(db, set(runs["run_key"])))
     runs["flags"] = verdicts["flags"].fillna("")
     runs["judgement"] = verdicts["judgement"].fillna("").astype(str)
     runs["implausible"] = runs["flags"].str.contains("implausible", regex=False)
+    for column in ("achieved_flops", "peak_fraction", "ceiling_fraction", "node_ceiling_flops"):
+        runs[column] = pd.to_numeric(verdicts[column], errors="coerce") \
+            if column in verdicts else float("nan")
     return runs
+
+
+def _probes(db: Connection, run_keys: set[str]) -> pd.DataFrame:
+    """The cells of these runs that measured their node's ceiling, whichever rows the
+    question shows: a configuration's row shares the ceiling another cell measured."""
+    import pandas as pd
+
+    found = []
+    keys = sorted(run_keys)
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start:start + CHUNK]
+        found += db.query("SELECT run_key, hardware, stack, provenance FROM cells WHERE "
+                          f"run_key IN ({', '.join('?' for _ in chunk)}) AND provenance LIKE ?",
+                          [*chunk, '%"ceiling_flops"%'])
+    rows = []
+    for run_key, hardware, stack, text in found:
+        record = json.loads(text)
+        rows.append({"run": run_key, "hardware": hardware, "stack": stack,
+                     **{field: record.get(field) for field in CEILING_FIELDS}})
+    return pd.DataFrame(rows, columns=["run", "hardware", "stack", *CEILING_FIELDS])
 
 
 def _with_scaling(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

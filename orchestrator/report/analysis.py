@@ -67,6 +67,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "mem_bytes": _median(group, "mem_alloc_peak_bytes"),
             "rss_bytes": _median(group, "host_rss_peak_bytes"),
             "peak_fraction": _median(group, "peak_fraction"),
+            "ceiling_fraction": _median(group, "ceiling_fraction"),
             "speedup_ratio": _median(group, "speedup_ratio"),  # as the rows carry them
             "parallel_efficiency_fraction": _median(group, "parallel_efficiency_fraction"),
             "achieved_flops": _median(group, "achieved_flops"),
@@ -90,9 +91,11 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
 
 
 def _median(group: pd.DataFrame, column: str) -> float | None:
+    import pandas as pd
+
     if column not in group or group[column].isna().all():
         return None
-    return float(group[column].median())
+    return float(pd.to_numeric(group[column], errors="coerce").median())
 
 
 def _extreme(group: pd.DataFrame, column: str, pick: Any) -> float | None:
@@ -210,12 +213,13 @@ def with_whole_epoch(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def derived(df: pd.DataFrame) -> pd.DataFrame:
+def derived(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame:
     """The joined rows with what is derived from all of them: scaling against one device,
-    then every row judged against what is physically possible (judge.py)."""
+    then every row judged against what is physically possible (judge.py), beside its
+    node's measured ceiling from `probes` (frame.ceiling_probes)."""
     from orchestrator.report.judge import judged
 
-    return judged(add_scaling_columns(df))
+    return judged(add_scaling_columns(df), probes)
 
 
 def add_scaling_columns(df: pd.DataFrame) -> pd.DataFrame:

@@ -57,6 +57,9 @@ class Comparison:
     low: float
     high: float
     verdict: Verdict
+    # each side's FLOP/s as a share of its node's measured ceiling (report/ceilings.py)
+    base_ceiling: float | None = None
+    new_ceiling: float | None = None
 
 
 def repeat_throughputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -118,6 +121,7 @@ def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
     from orchestrator.report.analysis import config_labels
 
     labels = config_labels(new)
+    base_ceiling, new_ceiling = ceiling_fractions(base), ceiling_fractions(new)
     found = []
     for config_id, before in base_samples.items():
         after = new_samples.get(config_id)
@@ -131,5 +135,18 @@ def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
             base_repeats=before.size, new_repeats=after.size,
             base_median=float(np.median(before)), new_median=float(np.median(after)),
             ratio=ratio, low=low, high=high,
-            verdict=verdict(ratio, low, high, threshold, enough)))
+            verdict=verdict(ratio, low, high, threshold, enough),
+            base_ceiling=base_ceiling.get(config_id), new_ceiling=new_ceiling.get(config_id)))
     return found
+
+
+def ceiling_fractions(df: pd.DataFrame) -> dict[str, float]:
+    """config_id -> the median share of its node's measured ceiling of its ok rows."""
+    import pandas as pd
+
+    if not len(df) or "ceiling_fraction" not in df:
+        return {}
+    rows = df[df["status"] == "ok"]
+    fractions = pd.to_numeric(rows["ceiling_fraction"], errors="coerce")
+    medians = fractions.groupby(rows["config_id"]).median().dropna()
+    return {str(config): float(value) for config, value in medians.items()}

@@ -23,22 +23,32 @@ STYLE = {Verdict.REGRESSION: "red", Verdict.IMPROVEMENT: "green", Verdict.EQUIVA
          Verdict.INCONCLUSIVE: "yellow", Verdict.THIN: "yellow"}
 
 
+def _share(fraction: float | None) -> str:
+    """A share of the ceiling in at most five characters: the report has the figure."""
+    return "-" if fraction is None else ">999%" if fraction >= 9.995 else f"{fraction:.0%}"
+
+
 def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFrame,
                     threshold: float, console: Console) -> int:
     """Print the comparison; returns the number of regressions marked. Fits 80 columns: the
     configuration folds, never cut; figures keep four significant digits."""
+    ceilings = any(item.new_ceiling is not None or item.base_ceiling is not None
+                   for item in found)
     console.print("NEW / BASE: each configuration's median throughput (items/s) over its\n"
                   f"repeats (n: base/new); a change beyond {threshold:.0%} whose 95% interval "
-                  "excludes 1\nis a regression or an improvement", highlight=False)
-    table = Table(box=None, padding=(0, 1), pad_edge=False)
+                  "excludes 1\nis a regression or an improvement"
+                  + ("; % ceil: base/new FLOP/s as a share of\ntheir node's measured ceiling"
+                     if ceilings else ""), highlight=False)
+    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
     table.add_column("configuration", overflow="fold", min_width=18)
-    for column in ("n", "base", "new", "ratio", "95% CI", "verdict"):
+    for column in ("n", "base", "new", "ratio", "95% CI", *["% ceil"] * ceilings, "verdict"):
         table.add_column(column, justify="right", no_wrap=True)
     for item in found:
         style = STYLE[item.verdict]
+        shares = [f"{_share(item.base_ceiling)}/{_share(item.new_ceiling)}"] * ceilings
         table.add_row(item.label, f"{item.base_repeats}/{item.new_repeats}",
                       fmt_rate(item.base_median), fmt_rate(item.new_median), f"{item.ratio:.3f}",
-                      f"{item.low:.3f}-{item.high:.3f}",
+                      f"{item.low:.3f}-{item.high:.3f}", *shares,
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
     counts = Counter(item.verdict for item in found)

@@ -49,9 +49,25 @@ def register_recorded_folder(name: str, folder: Path) -> None:
     register_workload_folder(name, folder)
 
 
+def ceiling_probes(store: ResultStore) -> pd.DataFrame:
+    """Every attempt of the run that measured its node's ceiling (worker/ceiling.py), a
+    rerun's earlier ones included: a node measures once per run, so the attempt that did may
+    not be its cell's final one. Columns: run, hardware, stack and the provenance's node,
+    framework and ceiling_* fields (report/ceilings.py reads them)."""
+    import pandas as pd
+
+    fields = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
+              "ceiling_cost_s")
+    rows = [{"run": a.cell.run, "hardware": a.cell.hardware, "stack": a.cell.stack,
+             **{f: getattr(a.provenance, f) for f in fields}}
+            for a in store.attempts()
+            if a.provenance is not None and a.provenance.ceiling_flops is not None]
+    return pd.DataFrame(rows, columns=["run", "hardware", "stack", *fields])
+
+
 def run_frame(store: ResultStore) -> pd.DataFrame:
     """One run's rows with everything derived: what the report and the parquet hold."""
-    return derived(recorded(store))
+    return derived(recorded(store), ceiling_probes(store))
 
 
 def merged_frame(stores: list[ResultStore]) -> pd.DataFrame:
@@ -60,12 +76,15 @@ def merged_frame(stores: list[ResultStore]) -> pd.DataFrame:
     them: a one-GPU twin may come from another run."""
     import pandas as pd
 
-    frames = []
+    frames, probes = [], []
     for store in stores:
         frame = recorded(store)
         frame.insert(0, "run_dir", store.root.name)
         frames.append(frame)
-    return derived(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
+        probes.append(ceiling_probes(store).assign(run_dir=store.root.name))
+    if not frames:
+        return pd.DataFrame()
+    return derived(pd.concat(frames, ignore_index=True), pd.concat(probes, ignore_index=True))
 
 
 def write_results(store: ResultStore) -> pd.DataFrame:

@@ -25,6 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import MatrixError
 from orchestrator.hardware import EC2_INSTANCE_TYPES
+from orchestrator.report.ceilings import (
+    BELOW_DATASHEET,
+    CEILING_TOLERANCE,
+    ceiling_verdicts,
+    with_ceilings,
+)
 from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.records import Flag
@@ -45,7 +51,11 @@ JUDGED_COLUMNS = ("achieved_flops", "peak_flops", "peak_source", "peak_fraction"
 VERDICT_COLUMNS = ("flags", "error", "param.precision", "achieved_flops", "peak_flops",
                    "peak_source", "peak_fraction", "peak_note", "flops_note",
                    "parallel_efficiency_fraction", "speedup_ratio", "gpu_model",
-                   "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes")
+                   "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes", "node",
+                   "node_ceiling_flops", "node_ceiling_probe", "ceiling_fraction",
+                   "ceiling_of_peak")
+# The flags the judge decides (a stored one is judged again)
+CEILING_FLAGS = (Flag.ABOVE_CEILING.value, Flag.BELOW_DATASHEET.value)
 # A recorded FLOP count further than this from the workload's own model contradicts it.
 FLOP_TOLERANCE = 0.01
 
@@ -58,13 +68,18 @@ class Verdict:
     factor: float
 
 
-def judged(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows with their FLOP figures derived again and a `judgement` column (the reasons
-    a row is implausible, "" where none); `flags` carries `implausible` exactly where the
-    judgement found one, or where a stored verdict could not be checked (no peak).
+def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows with their FLOP figures derived again, their node's measured ceiling beside
+    them (ceilings.py), and a `judgement` column (the reasons a row is implausible, above
+    its node's ceiling or on a node below its datasheet; "" where none); `flags` carries
+    `implausible` exactly where the judgement found one, or where a stored verdict could
+    not be checked (no peak), and `above_ceiling` and `below_datasheet` where it found them.
+    `probes`: the cells that measured the ceilings, where `df` may not hold them all.
 
     The FLOP model and the peak depend only on a row's configuration, so they are looked
     up once per configuration; only the rows a bound catches are walked one by one."""
+    import pandas as pd
+
     if not len(df) or "items_per_s" not in df or "status" not in df:
         return df
     df = df.copy()
@@ -76,8 +91,12 @@ def judged(df: pd.DataFrame) -> pd.DataFrame:
     if not ok.any():
         return df
     _flop_figures(df, ok)
+    df = with_ceilings(df, devices_column(df), probes)
     contradicted = df["flops_note"].fillna("").astype(str).str.startswith("implausible:")
-    suspects = ok & (_over(df, "peak_fraction", 1.0) | contradicted
+    below = (pd.to_numeric(df["ceiling_of_peak"], errors="coerce") < BELOW_DATASHEET) & (
+        df["peak_source"] == "datasheet")
+    suspects = ok & (_over(df, "peak_fraction", 1.0) | contradicted | below
+                     | _over(df, "ceiling_fraction", 1 + CEILING_TOLERANCE)
                      | _over(df, "parallel_efficiency_fraction", 1 + SCALING_TOLERANCE)
                      | _memory_suspects(df)
                      | df["flags"].fillna("").astype(str).str.contains(Flag.IMPLAUSIBLE.value))
@@ -95,13 +114,16 @@ def judged(df: pd.DataFrame) -> pd.DataFrame:
 def _row_verdict(row: dict[str, Any]) -> tuple[str, str]:
     """A suspect row's flags and judgement (the reasons; "" where no bound caught it)."""
     verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory_verdicts(row)
+    ceiling = ceiling_verdicts({**row, "_precision": precision_of(row)})
     flags = [f for f in str(row.get("flags") or "").split(",") if f]
     stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row.get("peak_flops"))
-    flags = [f for f in flags if f != Flag.IMPLAUSIBLE.value]
+    flags = [f for f in flags if f not in (Flag.IMPLAUSIBLE.value, *CEILING_FLAGS)]
     if verdicts or stored_unchecked:
         flags.append(Flag.IMPLAUSIBLE.value)
-    return ",".join(flags), "; ".join(v.reason for v in verdicts) or (
-        str(row.get("error") or "implausible (as recorded)") if stored_unchecked else "")
+    flags += [flag for flag, _ in ceiling]
+    reasons = [v.reason for v in verdicts] or (
+        [str(row.get("error") or "implausible (as recorded)")] if stored_unchecked else [])
+    return ",".join(flags), "; ".join(reasons + [reason for _, reason in ceiling])
 
 
 def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:

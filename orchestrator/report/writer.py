@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from orchestrator import failpoints
 from orchestrator.plan.repeats import settled
 from orchestrator.report.analysis import NOISY_SPREAD, best_choices, config_summary
+from orchestrator.report.ceilings import BELOW_DATASHEET, node_ceilings
 from orchestrator.report.html import write_report_html
 from orchestrator.report.markdown import (
     flag_line,
@@ -171,13 +172,15 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
     has_peak = bool(summary["achieved_flops"].notna().any())
+    has_ceiling = has_peak and bool(summary["ceiling_fraction"].notna().any())
     has_devices = bool((summary["devices"] > 0).any())
     has_scaling = bool(summary["speedup_ratio"].notna().any())
     has_cost = bool(summary["usd_per_million_items"].notna().any())
     headers[2:2] = ["devices"] * has_devices
     headers += [f"eval {unit}s/s"] * has_eval + [metric_heading(m) for m in metrics]
     headers += ["GPU mem MiB"] * has_gpu_mem
-    headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak)]
+    headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak),
+                *["% of ceiling"] * has_ceiling]
     headers += ["speedup", "efficiency"] * has_scaling
     headers += ["$/epoch", f"$/M {unit}s"] * has_cost + ["flags"]
     body = []
@@ -195,6 +198,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
         cells += [fmt_mib(row["mem_bytes"])] * has_gpu_mem
         cells += [fmt_mib(row["rss_bytes"])]
         cells += [fmt_tflops(row["achieved_flops"]), _of_peak(row)] * has_peak
+        cells += [_of_ceiling(row)] * has_ceiling
         cells += [fmt_ratio(row["speedup_ratio"]), fmt_pct(row["parallel_efficiency_fraction"])
                   ] * has_scaling
         cells += [fmt_usd(row["epoch_cost_usd"]), fmt_usd(row["usd_per_million_items"])
@@ -212,7 +216,10 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     return [f"## {workload}", "", f"{info.description}", "",
             _caption(unit, has_warmup, has_target, has_cost)
             + (" ≥: recorded before the whole epoch was timed, the sum of its parts (a lower "
-               "bound)." if bool(summary["epoch_s_lower_bound"].any()) else ""), "",
+               "bound)." if bool(summary["epoch_s_lower_bound"].any()) else "")
+            + (" % of peak reads TFLOP/s against the datasheet (a CPU: an estimated upper "
+               "bound), % of ceiling against what the node's dense products reached "
+               "(Environment: measured ceilings)." if has_ceiling else ""), "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
             *plots]
@@ -260,6 +267,13 @@ def _of_peak(row: pd.Series) -> str:
     return "no peak" if present(row["achieved_flops"]) else ""
 
 
+def _of_ceiling(row: pd.Series) -> str:
+    """The fraction of the node's measured ceiling, or "no ceiling" where none was measured."""
+    if present(row["ceiling_fraction"]):
+        return fmt_pct(row["ceiling_fraction"])
+    return "no ceiling" if present(row["achieved_flops"]) else ""
+
+
 def _problems_section(df: pd.DataFrame) -> list[str]:
     if not len(df):
         return []
@@ -298,4 +312,31 @@ def _environment_section(df: pd.DataFrame) -> list[str]:
         return []
     env = df[shown].drop_duplicates()
     rows = [[fmt(v) if present(v) else "" for v in row] for row in env.itertuples(index=False)]
-    return ["## Environment", "", *table(shown, rows), ""]
+    return ["## Environment", "", *table(shown, rows), "", *_ceilings_section(df)]
+
+
+def _ceilings_section(df: pd.DataFrame) -> list[str]:
+    """Each node's measured ceiling per stack, framework and precision, against its GPU's
+    datasheet (docs/MEASUREMENT.md: "Each node's own ceiling")."""
+    found = node_ceilings(df)
+    if found.empty:
+        return []
+    rows = []
+    for row in found.to_dict("records"):
+        share = row.get("ceiling_of_peak")
+        datasheet = row.get("peak_source") == "datasheet"
+        of_sheet = "" if not present(share) else fmt_pct(share) + (
+            " of the estimate" if not datasheet else
+            " (below_datasheet)" if share < BELOW_DATASHEET else "")
+        cost = row.get("node_ceiling_cost_s")
+        rows.append([fmt(row["node"]), fmt(row["hardware"]), fmt(row["stack"]),
+                     fmt(row["framework"]), row["precision"],
+                     fmt_tflops(row["node_ceiling_flops"]), of_sheet,
+                     f"{cost:.2g}" if present(cost) else "", fmt(row["node_ceiling_probe"])])
+    return ["### Measured ceilings", "",
+            "What dense matrix products reached on each node, stack and precision in this run, "
+            "per device: each row's % of ceiling reads its FLOP/s against it (% of peak "
+            "against the datasheet, or on a CPU against an estimated upper bound). A GPU "
+            f"under {BELOW_DATASHEET:.0%} of its datasheet is flagged below_datasheet.", "",
+            *table(["node", "hardware", "stack", "framework", "precision", "TFLOP/s",
+                    "of peak", "probe s", "probe"], rows), ""]
