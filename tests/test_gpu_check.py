@@ -42,14 +42,20 @@ summary = load_summary()
 def gpu_cell(store: ResultStore, cell_id: str, workload: str, params: dict[str, Any],
              rate: float, *, device: str = "cuda:0", gpu_model: str = H100,
              power_w: float = 500.0, energy_j: float | None = None, train_s: float = 2.0,
-             status: str = "ok", error: str | None = None) -> None:
-    """One cell on one GPU as a real worker records it: provenance (NVML's identity and the
-    device read back), two epochs with NVML figures, the cell."""
+             status: str = "ok", error: str | None = None,
+             ceiling_tflops: float | None = 790.0) -> None:
+    """One cell on one GPU as a real worker records it: provenance (NVML's identity, the
+    device read back and, where it measured one, its node's ceiling at its precision), two
+    epochs with NVML figures, the cell."""
     ident = {"run": "gpu-check", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
     provenance = ProvenanceRecord(
         **ident, python="3.12.3", framework="torch", framework_version="2.11.0+cu130",
         cuda="13.0", driver="580.159.04", gpu_model=gpu_model, gpu_count=1,
-        gpu_memory_bytes=80 * GIB, gpu_power_limit_w=700.0, compute_device=device)
+        gpu_memory_bytes=80 * GIB, gpu_power_limit_w=700.0, compute_device=device,
+        node="gpu-node", **({} if ceiling_tflops is None else {
+            "ceiling_flops": ceiling_tflops * 1e12, "ceiling_cost_s": 3.1,
+            "ceiling_precision": params.get("precision", "fp32"),
+            "ceiling_probe": "torch bf16 linear 8192x8192x8192 on GPU 0 of the cell's"}))
     measurements = [MeasurementRecord(
         **ident, epoch=epoch, train_s=train_s, items=rate * train_s, item_unit="token",
         items_per_s=rate, steps=20, host_rss_peak_bytes=GIB, mem_alloc_peak_bytes=12 * GIB,
@@ -97,7 +103,23 @@ def test_recorded_h100_run_holds_every_claim(tmp_path):
     assert claim(result, "memory")["figures"]["card_bytes"] == 80 * GIB
     goal = next(g for g in result["goals"] if g["workload"] == "gpt_lm")
     assert goal["met"] is True and 0.47 < goal["fraction_of_peak"] < 0.49
+    assert goal["fraction_of_ceiling"] == pytest.approx(560_000 * 854_438_400 / 790e12,
+                                                        rel=0.02)
     assert result["node"]["gpu_model"] == H100 and result["node"]["driver"] == "580.159.04"
+    ceiling = next(g for g in result["goals"] if g["workload"] == "ceiling")
+    assert ceiling["met"] is True and ceiling["fraction_of_peak"] == pytest.approx(790 / 989.5)
+    assert "torch bf16 790 TFLOP/s in 3.1 s" in claim(result, "each precision's ceiling")[
+        "detail"]
+
+
+def test_a_capped_card_misses_the_ceiling_goal_and_every_row_says_below_datasheet(tmp_path):
+    result = judged(tmp_path, {**GOOD, "rate": 300_000.0, "ceiling_tflops": 395.0})
+    ceiling = next(g for g in result["goals"] if g["workload"] == "ceiling")
+    assert ceiling["met"] is False and ceiling["short_by"] == pytest.approx(0.75 - 395 / 989.5)
+    assert any(line.startswith("goal     ceiling {'precision': 'bf16'") and "short by" in line
+               for line in result["lines"]), result["lines"]
+    no_ceiling = judged(tmp_path / "none", {**GOOD, "ceiling_tflops": None})
+    assert claim(no_ceiling, "each precision's ceiling")["held"] is False
 
 
 def test_a_shortfall_is_a_goal_missed_by_how_much_not_a_failed_claim(tmp_path):

@@ -61,12 +61,45 @@ class Goal:
     why: str
 
 
+# dense products reach about 80% of the datasheet on a healthy card (790 of 989 bf16
+# TFLOP/s on an H100 SXM); below 70% the report flags the node below_datasheet
+CEILING_GOAL = 0.75
 GOALS = (
     Goal("gpt_lm", {"precision": "bf16", "compile": True}, 0.45,
          "well-tuned GPT training reports 40-47% MFU on H100s"),
     Goal("transformer_ft", {"precision": "bf16"}, 0.30,
          "a DistilBERT fine-tune in bf16 on one GPU"),
 )
+
+
+def ceiling_claim(df: pd.DataFrame, mode: str) -> tuple[Claim, list[dict[str, Any]]]:
+    """Every ok row with FLOP/s has its node's measured ceiling beside it; each ceiling as
+    a goal against the peak (the datasheet on a GPU: CEILING_GOAL; judged on a GPU only)."""
+    from orchestrator.report.ceilings import node_ceilings
+
+    rows = ok_rows(df)
+    rows = rows[column(rows, "achieved_flops").notna()] if len(rows) else rows
+    without = sorted({r.workload for r in rows.itertuples()
+                      if not _number(getattr(r, "node_ceiling_flops", None))})
+    found = []
+    for row in node_ceilings(df).to_dict("records"):
+        share = _float(row["ceiling_of_peak"])
+        met = None if mode != "gpu" or share is None else share >= CEILING_GOAL
+        found.append({"workload": "ceiling", "of": {"precision": row["precision"],
+                      "framework": row["framework"]}, "goal": CEILING_GOAL,
+                      "fraction_of_peak": share, "met": met,
+                      "ceiling_tflops": row["node_ceiling_flops"] / 1e12,
+                      "probe": row["node_ceiling_probe"], "cost_s": row["node_ceiling_cost_s"],
+                      "why": "dense products reach about 80% of a healthy card's datasheet"}
+                     | ({"short_by": CEILING_GOAL - share} if met is False and share else {}))
+    detail = "; ".join(f"{e['of']['framework']} {e['of']['precision']} "
+                       f"{e['ceiling_tflops']:.4g} TFLOP/s in {e['cost_s'] or 0:.2g} s"
+                       for e in found) or "none measured"
+    if without:
+        detail += f"; no ceiling beside {', '.join(without)}"
+    claim = Claim("each precision's ceiling is measured on the node", bool(found) and not without,
+                  detail, {"ceilings": found})
+    return claim, found
 
 
 def cells(df: pd.DataFrame) -> pd.DataFrame:
@@ -249,7 +282,9 @@ def goals(df: pd.DataFrame, mode: str) -> list[dict[str, Any]]:
     for workload in sorted(rows["workload"].unique()) if len(rows) else []:
         mine = rows["workload"] == workload
         entry: dict[str, Any] = {"workload": workload,
-                                 "fraction_of_peak": _float(fraction[mine].median())}
+                                 "fraction_of_peak": _float(fraction[mine].median()),
+                                 "fraction_of_ceiling": _float(column(rows, "ceiling_fraction")
+                                                               [mine].median())}
         for goal in (g for g in GOALS if g.workload == workload):
             match = mine & _matches(rows, goal.params)
             got = _float(fraction[match].median())
@@ -268,6 +303,8 @@ def goals(df: pd.DataFrame, mode: str) -> list[dict[str, Any]]:
 def goal_line(entry: dict[str, Any]) -> str:
     got = entry.get("fraction_of_peak")
     figure = f"{got:.1%} of peak" if got is not None else "no fraction of peak"
+    if entry.get("fraction_of_ceiling") is not None:
+        figure += f" ({entry['fraction_of_ceiling']:.1%} of its node's ceiling)"
     if "goal" not in entry:
         return f"peak     {entry['workload']}: {figure} (median of its ok rows; no goal)"
     if not isinstance(entry["goal"], float):
@@ -347,10 +384,11 @@ def judge(run_dir: Path, mode: str, timing: dict[str, Any], elapsed_s: float | N
     for name in ("items_per_s", "error", "log_tail"):
         if name not in df:
             df[name] = None
-    claims = [cells_claim(df), device_claim(df, mode), peak_claim(df, mode),
+    ceilings, ceiling_goals = ceiling_claim(df, mode)
+    claims = [cells_claim(df), device_claim(df, mode), peak_claim(df, mode), ceilings,
               memory_claim(df, mode), nvml_claim(df, mode), timing_claim(timing, mode),
               elapsed_claim(elapsed_s, mode)]
-    found_goals = goals(df, mode)
+    found_goals = goals(df, mode) + ceiling_goals
     lines = ([c.line() for c in claims] + [goal_line(g) for g in found_goals] + cuts(df)
              + log_tails(df, run_dir))
     return {"mode": mode, "node": node(df), "held": all(c.held is not False for c in claims),

@@ -7,7 +7,8 @@ measures the ceiling after its workload ran, when the executor asks it to (once 
 hardware, stack and precision in a run: executors/ceilings.py), with the framework the
 workload used, so the row's "% of ceiling" compares like with like.
 
-The probe: square products of side `n` in the cell's precision (fp32 with TF32 off, tf32
+The probe: square products of side `n` (torch: a linear layer's, as models compute) in the
+cell's precision (fp32 with TF32 off, tf32
 with it allowed, bf16 and fp16 as tensors of that type, as autocast's matmuls are), on the
 first of the cell's GPUs (n = 8192) or on the CPU with the threads the framework has
 (n doubled from 256 until one product takes `CPU_PRODUCT_S`, at most 4096: past the caches
@@ -104,7 +105,8 @@ def measure(framework: str | None, precision: str, on_gpu: bool) -> Ceiling:
     per_block = max(1, round(budget / BLOCKS / max(seconds_each, 1e-6)))
     best = max(_block_rate(product, per_block, n) for _ in range(BLOCKS))
     where = "GPU 0 of the cell's" if on_gpu else f"the CPU ({_threads(framework)} threads)"
-    probe = (f"{framework} {precision} matmul {n}x{n}x{n} on {where}, best of {BLOCKS} "
+    op = "linear" if framework == "torch" else "matmul"
+    probe = (f"{framework} {precision} {op} {n}x{n}x{n} on {where}, best of {BLOCKS} "
              f"blocks of {per_block}")
     return Ceiling(flops=best, precision=precision, probe=probe,
                    cost_s=time.perf_counter() - start)
@@ -154,9 +156,10 @@ def _torch_product(n: int, precision: str, on_gpu: bool) -> Product:
     device = "cuda:0" if on_gpu else "cpu"
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
-    return (lambda: torch.matmul(a, b, out=out)), sync
+    # a linear layer's product (a @ b.T), as models compute theirs: on a CPU without bf16
+    # instructions torch.matmul's bf16 path is several times slower than F.linear's
+    return (lambda: torch.nn.functional.linear(a, b)), sync
 
 
 def _jax_product(n: int, precision: str, on_gpu: bool) -> Product:
