@@ -4,7 +4,9 @@ provenance, and the runs themselves."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,7 +109,12 @@ def _devices(record: dict[str, Any] | None) -> tuple[int, str]:
 
 
 def page_name(workload: str) -> str:
-    return f"workload-{workload}.html"
+    """The workload's page: its name where that is a plain file name (what a matrix and a
+    journal allow, records.Name), else a hash of it, so a name a store took in before
+    names were checked can never write outside the site or stop the other pages."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}", workload):
+        return f"workload-{workload}.html"
+    return f"workload-{hashlib.sha256(workload.encode()).hexdigest()[:16]}.html"
 
 
 def run_report(location: str) -> Path | None:

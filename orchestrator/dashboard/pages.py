@@ -140,6 +140,12 @@ def _table_json(table: Table, up: str) -> dict[str, Any]:
     return found
 
 
+# Characters JSON may hold raw that HTML reads inside a <script> element ("</script>",
+# "<!--<script" which swallows the rest of the page) or that end a JavaScript line.
+_SCRIPT_UNSAFE = {ord(c): f"\\u{ord(c):04x}" for c in "<>&\u2028\u2029"}
+
+
 def _script_json(payload: dict[str, Any]) -> str:
-    """JSON that cannot end its <script> element early."""
-    return json.dumps(payload, separators=(",", ":")).replace("</", "<\\/")
+    """JSON that no value can end or comment out of its <script> element: every `<`, `>`,
+    `&`, U+2028 and U+2029 written as its \\u escape, which JSON.parse reads back."""
+    return json.dumps(payload, separators=(",", ":")).translate(_SCRIPT_UNSAFE)

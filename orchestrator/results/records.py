@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -80,6 +80,12 @@ class Status(StrEnum):
     def is_done(self) -> bool:
         """Whether a rerun may skip the cell: only `ok` cells are kept, all others retried."""
         return self is Status.OK
+
+
+# A hardware entry's, stack's or workload's name, as a matrix may give it (spec/model.py):
+# it names files and pages (the dashboard's workload-<name>.html), so a journal line naming
+# "../../x" is refused where it is read, as every unreadable line is: a located warning.
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
 
 
 class Flag(StrEnum):
@@ -179,9 +185,9 @@ class CellRecord(_Identity):
     attempts: int = Field(default=1, ge=1)
     target_cv: float | None = None  # repeats: {until_cv} of the sweep that ran it
     node_id: str | None = None
-    hardware: str
-    stack: str
-    workload: str
+    hardware: Name
+    stack: Name
+    workload: Name
     error: str | None = None
     log_tail: str | None = None
 

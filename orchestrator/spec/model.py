@@ -11,9 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.results.records import Name as RecordName
 from orchestrator.workload_registry import ItemUnit, ParamType, Scalar
 
-Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
+Name = RecordName  # one rule for a name in a matrix and on a journal line
 ScalarOrList = Scalar | list[Scalar]
 NamesOrOne = Name | list[Name]
 
