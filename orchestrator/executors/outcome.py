@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.executors.ceilings import measured_here, node_name, remember
+from orchestrator.executors.logs import cap_log, tail_of
 from orchestrator.plan.cells import Cell, declared
 from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.results.records import (
@@ -29,11 +30,9 @@ from orchestrator.results.records import (
 )
 from orchestrator.worker.cell_file import CELL_FILE_VERSION, FailureKind
 
-LOG_TAIL_LINES = 40
 FAILURE_STATUS: dict[str, Status] = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
                   FailureKind.UNSUPPORTED: Status.UNSUPPORTED,
                   FailureKind.STACK_MISMATCH: Status.STACK_MISMATCH}
-LOG_TAIL_CHARS = 4000
 OOM_EVIDENCE = ("MemoryError", "CUDA out of memory", "OutOfMemoryError", "RESOURCE_EXHAUSTED")
 
 
@@ -101,6 +100,7 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
     measurements, invalid = _measurements(cell, identity, raw, provenance)
     error = next((r for r in raw if r.get("record") == "error"), None)
     timing = next((r for r in raw if r.get("record") == "timing"), {})
+    cap_log(log_file)
     log_tail = tail_of(log_file)
 
     message: str | None
@@ -293,12 +293,3 @@ def _oversubscribed(cell: Cell, provenance: ProvenanceRecord) -> str | None:
     if cell.hardware.gpus or workers <= 1 or not cores or workers <= cores:
         return None
     return f"oversubscribed: {workers} workers on {cores} CPU cores"
-
-
-def tail_of(log_file: Path) -> str:
-    """The last lines of a log, as cell records and build failures carry them."""
-    try:
-        text = log_file.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])[-LOG_TAIL_CHARS:]

@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator.executors import needs_image
-from orchestrator.executors.outcome import not_run_records, tail_of
+from orchestrator.executors.logs import tail_of
+from orchestrator.executors.outcome import not_run_records
 from orchestrator.images.engine import (
     EngineUnavailable,
     docker_client,

@@ -23,7 +23,8 @@ from typing import Any
 from orchestrator import failpoints
 from orchestrator.errors import DispatchError, DriverNodeLost
 from orchestrator.executors import execute, executor_kind
-from orchestrator.executors.outcome import ToolInfo, not_run_records, tail_of
+from orchestrator.executors.logs import tail_of
+from orchestrator.executors.outcome import ToolInfo, not_run_records
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
 from orchestrator.providers import provider_for

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from orchestrator.executors.outcome import not_run_records, tail_of
+from orchestrator.executors.logs import tail_of
+from orchestrator.executors.outcome import not_run_records
 from orchestrator.plan.cells import Cell
 from orchestrator.providers import Launch
 from orchestrator.providers.slurm import commands
