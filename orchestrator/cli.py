@@ -316,8 +316,9 @@ def report(
 
 
 @app.command()
-def dashboard(output: Annotated[Path, typer.Option(
-        "--output", "-o", help="The folder to write the site into (its index.html).")],
+def dashboard(output: Annotated[str, typer.Option(
+        "--output", "-o", help="The folder to write the site into (its index.html): new, "
+        "empty, or a site written before, which is replaced whole.")],
         db: Db = None) -> None:
     """Write a static site over the results store: workloads by hardware, a page per
     workload (sortable, filterable tables; throughput, cost, scaling and history charts),

@@ -72,7 +72,8 @@ def test_a_run_imports_whole_and_a_second_import_or_a_copy_adds_nothing(store_ur
     # every repeat once, by the median of its epochs: what the journal says
     a100 = samples[samples["hardware"] == "a100"].sort_values("started_at")
     assert a100["items_per_s"].round(-1).tolist() == [1000.0, 1010.0, 990.0]
-    assert set(samples["location"]) == {str(tmp_path / "downloaded" / "night-1")}
+    # a copy changes nothing: the run stays where it was written
+    assert set(samples["location"]) == {str(tmp_path / "night-1")}
 
 
 def test_a_rerun_s_later_attempt_replaces_the_earlier_one_in_queries(store_url, tmp_path):

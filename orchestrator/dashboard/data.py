@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
@@ -115,9 +114,3 @@ def page_name(workload: str) -> str:
     if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}", workload):
         return f"workload-{workload}.html"
     return f"workload-{hashlib.sha256(workload.encode()).hexdigest()[:16]}.html"
-
-
-def run_report(location: str) -> Path | None:
-    """The run's own report.html, where its directory is on this machine."""
-    path = Path(location) / "report.html"
-    return path if path.is_file() else None

@@ -1,6 +1,6 @@
 """The site: index.html (workloads by hardware, and the runs), a page per workload (its
-table and charts), a page per run (its own report.html where its directory is here, else
-its rows from the store), and assets/ (the script, the stylesheet, Chart.js). Every link is
+table and charts), a page per run (its rows from the store), and assets/ (the script, the
+stylesheet, Chart.js): every page built here from the store, never copied. Every link is
 relative, so the site works from file:// and from any static host, with no network."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from orchestrator.dashboard.content import (
     workload_charts,
     workload_table,
 )
-from orchestrator.dashboard.data import Run, SiteData, page_name, run_report
+from orchestrator.dashboard.data import Run, SiteData, page_name
 from orchestrator.dashboard.vendor import chart_script
 from orchestrator.results.store import atomic_write
 
@@ -79,19 +79,18 @@ def _runs_table(runs: list[Run]) -> Table:
 
 
 def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str]) -> Path:
-    """The run's own report.html where its directory is on this machine; else its rows."""
+    """The run's rows in the store. Never a file from where the run was written: whoever
+    can import a run would choose what the team's site serves (scripts included), and a
+    link there would publish what it points at."""
     target = out / run.page
-    report = run_report(run.location)
-    if report is not None:
-        shutil.copyfile(report, target)
-        return target
     of = data.rows[data.rows["run_key"] == run.key] if not data.rows.empty else data.rows
     tables = [workload_table(of[of["workload"] == w], w, Settings.of(of[of["workload"] == w]),
                              caption="this run's configurations")
               for w in sorted(set(of["workload"]))] if not of.empty else []
     return _page(target, f"run {run.run}", data, workloads, tables=tables, depth=1,
-                 intro=f"Its report is not at {run.location} on this machine (a run made "
-                       "elsewhere, or moved): these are its rows in the store.")
+                 intro=f"Its rows in the store, judged as its report judges them. The run "
+                       f"was written at {run.location} (its report.md and report.html are "
+                       "there, not published here).")
 
 
 def _page(path: Path, title: str, data: SiteData, workloads: list[str],

@@ -31,9 +31,10 @@ def _insert(table: str, columns: tuple[str, ...], key: str) -> str:
 
 INSERT_CELL = _insert("cells", CELL_COLUMNS, "attempt_id")
 INSERT_MEASUREMENT = _insert("measurements", MEASUREMENT_COLUMNS, "attempt_id, seq")
+# A run is its journal's first attempt: a copy of it (an S3 download) is the same run, and
+# importing one adds nothing and changes nothing (the location stays where it was written)
 UPSERT_RUN = ("INSERT INTO runs (run_key, run, location, host, written_at) VALUES "
-              "(?, ?, ?, ?, ?) ON CONFLICT (run_key) DO UPDATE SET location = excluded.location, "
-              "host = excluded.host, written_at = excluded.written_at")
+              "(?, ?, ?, ?, ?) ON CONFLICT (run_key) DO NOTHING")
 
 
 @dataclass(frozen=True)
