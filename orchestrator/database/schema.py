@@ -27,7 +27,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from orchestrator.database.connection import Connection, StoreError, connect
+from orchestrator.database.connection import (
+    Connection,
+    StoreError,
+    StoreUnreachableError,
+    connect,
+)
 from orchestrator.database.url import StoreURL
 
 SCHEMA_VERSION = 3
@@ -114,6 +119,10 @@ def open_store(url: StoreURL, create: bool = True) -> Connection:
     without the record models a writer needs."""
     db = connect(url, create=create)
     try:
+        if not create and stored_version(db) == 0:  # a read creates nothing
+            raise StoreUnreachableError(
+                f"the results store {url.shown} holds no results yet: a sweep creates its "
+                "tables, or `matrix db import RUN`")
         ensure_schema(db)
     except BaseException:
         db.close()
@@ -123,7 +132,12 @@ def open_store(url: StoreURL, create: bool = True) -> Connection:
 
 def stored_version(db: Connection) -> int:
     """The store's schema version; 0 for a database without the store's tables."""
-    exists = ("SELECT to_regclass('store_schema') IS NOT NULL" if db.postgres else
+    # PostgreSQL: the catalog as a table, read at the statement's snapshot. to_regclass
+    # looks the name up in the backend's cached catalog, which a writer waiting on the
+    # schema lock did not refresh: it missed the tables another had just created, and
+    # created them again ("relation store_schema already exists").
+    exists = ("SELECT COUNT(*) > 0 FROM pg_catalog.pg_tables WHERE tablename = "
+              "'store_schema' AND schemaname = current_schema()" if db.postgres else
               "SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = 'store_schema'")
     if not db.query(exists)[0][0]:
         return 0
