@@ -279,6 +279,11 @@ def test_history_tables_fit_80_columns_and_csv_carries_every_run(tmp_path):
 
 @pytest.mark.parametrize("bad", [
     "postgresql://bench:s3cret-pw@127.0.0.1:1/nowhere",
+    # malformed: the driver's message once quoted the password, or the part after its '@'
+    "postgresql://bench:s3cret-pw%ZZ@127.0.0.1:1/nowhere",
+    "postgresql://bench@127.0.0.1:1/nowhere?password=s3cret%ZZ",
+    "postgresql://bench:pw@s3cret@127.0.0.1:1/nowhere",
+    "postgresql://bench:s3cret@[::1/nowhere",
     "mysql://bench:s3cret-pw@db.example/bench",
     "sqlite:///",
 ])

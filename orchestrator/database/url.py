@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from orchestrator.errors import MatrixError
 
@@ -43,11 +43,12 @@ class StoreURL:
         return urlsplit(self.secret).password if self.kind == "postgresql" else None
 
     def mask(self, text: str) -> str:
-        """`text` with this URL's password (and the URL itself) replaced: for driver errors,
-        which may quote what they were given."""
+        """`text` with this URL (as `shown`) and every password in it replaced, as given and
+        percent-decoded: for driver errors, which may quote either."""
         text = text.replace(self.secret, self.shown)
-        password = self.password
-        return text.replace(password, "***") if password else text
+        for secret in sorted(passwords(self.secret), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
 def parse_url(text: str) -> StoreURL:
@@ -63,11 +64,45 @@ def parse_url(text: str) -> StoreURL:
             raise StoreURLError(f"results store {text!r}: a SQLite URL is sqlite:///PATH "
                                 "(relative) or sqlite:////PATH (absolute)")
         return StoreURL("sqlite", text, text, Path(text[len("sqlite:///"):]))
-    parts = urlsplit(text)
+    parts = _split(text)
+    if parts.netloc.count("@") > 1:
+        raise StoreURLError(f"results store {parts.scheme}://***: more than one '@' before "
+                            "its host; percent-encode an '@' in the user or password as %40")
+    if any(BAD_ESCAPE.search(secret) for secret in _given_passwords(parts)):
+        raise StoreURLError(f"results store {parts.scheme}://***: its password is not valid "
+                            "percent-encoding (a '%' without two hex digits): write '%' as "
+                            "%25")
     if not parts.hostname and "host=" not in parts.query:
         raise StoreURLError(f"results store {redacted(text)!r}: a PostgreSQL URL names its "
                             "host (postgresql://USER@HOST:PORT/DB)")
     return StoreURL("postgresql", text, redacted(text))
+
+
+BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def _split(text: str) -> SplitResult:
+    try:
+        return urlsplit(text)
+    except ValueError:  # "Invalid IPv6 URL" and the like: no part of it is shown
+        raise StoreURLError(f"results store {text.split(':', 1)[0]}://***: not a URL "
+                            "(postgresql://USER:PASSWORD@HOST:PORT/DB)") from None
+
+
+def _given_passwords(parts: SplitResult) -> list[str]:
+    """The passwords a URL gives, as written: in its authority and `password=` options."""
+    found = [parts.password] if parts.password else []
+    return found + re.findall(r"(?i)(?:^|&)password=([^&]*)", parts.query)
+
+
+def passwords(text: str) -> set[str]:
+    """Every password in a store URL, as written and percent-decoded (a driver's message
+    may quote either)."""
+    try:
+        given = _given_passwords(urlsplit(text))
+    except ValueError:
+        return set()
+    return {form for secret in given for form in (secret, unquote(secret)) if form}
 
 
 def redacted(text: str) -> str:

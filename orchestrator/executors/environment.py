@@ -2,11 +2,12 @@
 
 A worker runs training code, the user's own among it, and needs nothing of the driver's
 credentials. It gets what a training process needs (the path, home and locale, thread,
-framework and GPU settings, proxies and CA bundles, the tool's own `MATRIX_BENCH_*`), and
-of those, none that names a credential (`redact.names_a_credential`), nor anything of a
-cloud SDK: `AWS_*`, `AZURE_*`, `GOOGLE_*`, `CLOUDSDK_*`. Everything else stays behind, so
-a token the user exported for another tool (HF_TOKEN, WANDB_API_KEY, GITHUB_TOKEN) never
-reaches `/proc/<worker>/environ`.
+framework and GPU settings, proxies (without their user and password) and CA bundles, the
+tool's own `MATRIX_BENCH_*`), and of those, none that names a credential
+(`redact.names_a_credential`), nor anything of a cloud SDK: `AWS_*`, `AZURE_*`,
+`GOOGLE_*`, `CLOUDSDK_*`. Everything else stays behind, so a token the user exported for
+another tool (HF_TOKEN, WANDB_API_KEY, GITHUB_TOKEN) never reaches
+`/proc/<worker>/environ`.
 
 The docker executor builds its containers' environment from nothing at all
 (executors/docker.py); this is the process executor's, wherever it runs (here, or in a Ray
@@ -16,6 +17,7 @@ task on any node).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 from orchestrator.redact import names_a_credential
 
@@ -47,9 +49,30 @@ ALLOWED_PREFIXES = (
 CLOUD_SDK_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_")
 
 
+PROXY_NAMES = frozenset({"http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
+                         "HTTPS_PROXY", "ALL_PROXY"})
+
+
 def worker_environment(source: Mapping[str, str]) -> dict[str, str]:
-    """The variables of `source` a worker may see."""
-    return {name: value for name, value in source.items() if admitted(name)}
+    """The variables of `source` a worker may see; a proxy without its user and password
+    (`http://user:pw@proxy:3128` reaches a worker as `http://proxy:3128`)."""
+    return {name: without_credentials(value) if name in PROXY_NAMES else value
+            for name, value in source.items() if admitted(name)}
+
+
+def without_credentials(url: str) -> str:
+    """A proxy URL without the user and password it may carry; "" where it cannot be read
+    (a proxy the worker cannot use is better than a password it should not hold)."""
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return ""
+    if "@" not in parts.netloc:
+        return url
+    host = f"[{host}]" if ":" in host else host
+    return urlunsplit((parts.scheme, host + port, parts.path, parts.query, parts.fragment))
 
 
 def admitted(name: str) -> bool:

@@ -56,6 +56,9 @@ CREDENTIALS = {name: f"fake-{name.lower().replace('_', '-')}-7d1e9" for name in 
     "WANDB_API_KEY", "GITHUB_TOKEN", "OPENAI_API_KEY", "PGPASSWORD", "DB_PASSWORD",
     "AZURE_CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_AUTH_ACCESS_TOKEN",
     "MATRIX_BENCH_API_TOKEN", "SSH_AUTH_SOCK")}
+# A proxy that needs a password: a worker gets the proxy, never the password
+PROXY_PASSWORD = "fake-proxy-password-7d1e9"
+PROXY = {"HTTPS_PROXY": f"http://proxyuser:{PROXY_PASSWORD}@proxy.internal:3128"}
 SLEEPER = """
     name: {name}
     hardware: [{{name: box, kind: local}}]
@@ -76,6 +79,17 @@ def test_a_worker_is_given_settings_and_never_a_credential():
     assert worker_environment({**settings, **CREDENTIALS, **others}) == settings
     store = {"MATRIX_BENCH_DB": "postgresql://bench:pa55word@db.internal/bench"}
     assert worker_environment({**settings, **store}) == settings  # it may hold a password
+    assert worker_environment({**settings, **PROXY})["HTTPS_PROXY"] == \
+        "http://proxy.internal:3128"
+
+
+def test_a_proxy_with_a_password_never_enters_a_slurm_jobs_saved_environment(monkeypatch):
+    from orchestrator.providers.slurm.jobs import exported_names
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")  # no password: passed on
+    monkeypatch.setenv("HTTPS_PROXY", PROXY["HTTPS_PROXY"])
+    names = exported_names()  # Slurm copies these variables' values whole into the job
+    assert "HTTP_PROXY" in names and "HTTPS_PROXY" not in names
 
 
 def worker_processes(root: Path) -> list[dict[str, str]]:
@@ -104,7 +118,7 @@ def containers_of(client, run: str) -> list[dict[str, str]]:
 def sweep_watching(tmp_path: Path, args: list[str], watch) -> tuple[str, list[dict[str, str]]]:
     """`matrix run ARGS` with every credential set, and the worker environments `watch()`
     saw while it ran: (everything the sweep printed and wrote, the environments)."""
-    env = {**os.environ, **CREDENTIALS, "COLUMNS": "200"}
+    env = {**os.environ, **CREDENTIALS, **PROXY, "COLUMNS": "200"}
     env.pop("RAY_ADDRESS", None)
     process = subprocess.Popen([sys.executable, "-m", "orchestrator.cli", "run", *args],
                                cwd=tmp_path, env=env, stdout=subprocess.PIPE,
@@ -139,7 +153,9 @@ def assert_clean(environments: list[dict[str, str]], output: str) -> None:
         assert set(CREDENTIALS) & set(environment) == set()
         assert "MATRIX_BENCH_DB" not in environment  # the sweep's store, set by conftest
         assert not [v for v in CREDENTIALS.values() if v in "\n".join(environment.values())]
+        assert PROXY_PASSWORD not in "\n".join(environment.values())
     assert [v for v in CREDENTIALS.values() if v in output] == []
+    assert PROXY_PASSWORD not in output
 
 
 @pytest.mark.parametrize("dispatch", ["--no-ray", "embedded Ray"])
@@ -150,6 +166,7 @@ def test_no_credential_reaches_a_process_worker(tmp_path, dispatch):
     output, seen = sweep_watching(tmp_path, args, lambda: worker_processes(tmp_path))
     assert_clean(seen, output)
     assert all(environment["PYTHONUNBUFFERED"] == "1" for environment in seen)  # the executor's
+    assert {environment["HTTPS_PROXY"] for environment in seen} == {"http://proxy.internal:3128"}
 
 
 @pytest.mark.docker

@@ -159,8 +159,11 @@ def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
 def exported_names() -> list[str]:
     """The variables a task gets from this environment: what a worker may see (no
     credential) and where the node's container engine is. Names only: Slurm copies the
-    values, and a value with a comma could not be written in the list."""
-    names = set(worker_environment(os.environ)) | {n for n in PASSED_ON if n in os.environ}
+    values, and a value with a comma could not be written in the list; so a variable a
+    worker sees only in part (a proxy with a password) is not exported at all, or Slurm
+    would save it whole with the job."""
+    names = {name for name, value in worker_environment(os.environ).items()
+             if value == os.environ.get(name)} | {n for n in PASSED_ON if n in os.environ}
     return sorted(n for n in names if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)) or ["NIL"]
 
 
