@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.executors.ceilings import measured_here, node_name, remember
+from orchestrator.executors.leftovers import leftover_reason
 from orchestrator.executors.logs import cap_log, tail_of
 from orchestrator.plan.cells import Cell, declared
 from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
@@ -46,6 +47,7 @@ class WorkerExit:
     wall_s: float
     oom_killed: bool = False  # the engine said so (docker's State.OOMKilled)
     node_id: str | None = None
+    leftovers: tuple[str, ...] = ()  # processes the cell left running, ended (leftovers.py)
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,9 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
     if oversubscribed:
         flags.append(Flag.OVERSUBSCRIBED)
         reasons.append(oversubscribed)
+    if exit.leftovers:
+        flags.append(Flag.LEFT_PROCESSES)
+        reasons.append(leftover_reason(list(exit.leftovers)))
     if reasons and status is Status.OK:
         message = "; ".join(reasons)
     cell_record = CellRecord(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.executors.environment import worker_environment
+from orchestrator.executors.leftovers import CELL_MARK, end_leftovers, new_mark
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.plan.cells import Cell
 from orchestrator.results.records import Record
@@ -37,12 +38,13 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, node_id: str | None = N
     """Run `cell` in a worker subprocess and return its journal records."""
     files = CellFiles.prepare(cell, run_root)
     start = time.perf_counter()
+    mark = new_mark()  # every process the cell starts inherits it (leftovers.py)
     with open(files.log, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator.worker", str(files.cell), str(files.out)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=_worker_env(cell), cwd=run_root, start_new_session=True,
-            preexec_fn=_child_setup(cell.memory_limit_mb),
+            env={**_worker_env(cell), CELL_MARK: mark}, cwd=run_root,
+            start_new_session=True, preexec_fn=_child_setup(cell.memory_limit_mb),
         )
         if on_start is not None:
             on_start()
@@ -61,14 +63,17 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, node_id: str | None = N
             returncode: int | None = process.wait()
         except BaseException:  # Ctrl-C or a cancelled Ray task: take the worker down too
             _kill_group(process)
+            end_leftovers(mark)
             raise
         finally:
             deadline.cancel()
         timed_out = fired.is_set()
         if timed_out:
             returncode = None
+    wall_s = time.perf_counter() - start
+    left = end_leftovers(mark)  # after the clock: ending them is not the cell's time
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
-                      wall_s=time.perf_counter() - start, node_id=node_id)
+                      wall_s=wall_s, node_id=node_id, leftovers=tuple(left))
     return records_for(cell, exit, files, tool)
 
 

@@ -96,6 +96,7 @@ class Flag(StrEnum):
     THROTTLED = "throttled"  # NVML reported throttling while timing
     WARMUP_DOMINATED = "warmup_dominated"  # warm-up took longer than the timed steps
     OVERSUBSCRIBED = "oversubscribed"  # more CPU workers than the cores the cell had
+    LEFT_PROCESSES = "left_processes"  # processes it started outlived it (ended by then)
     # judged from the node's measured ceiling (report/ceilings.py), never stored by a cell:
     ABOVE_CEILING = "above_ceiling"  # faster than its node's measured ceiling
     BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 70% of the datasheet
