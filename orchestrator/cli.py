@@ -257,7 +257,8 @@ def list_runs(reports: Annotated[Path, typer.Option(help="Where runs live.")] = 
     if not runs:
         typer.echo(f"no runs under {reports}")
     for run_dir, counts in runs:
-        summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "no cells"
+        summary = ", ".join(f"{n} {status}" if n else status for status, n in counts.items()
+                            ) or "no cells"
         typer.echo(f"{run_dir}: {summary}")
 
 
@@ -297,15 +298,25 @@ def report(
     from orchestrator.results.store import write_parquet
     from orchestrator.run.interrupts import signals_deferred
 
-    if len(sources) > 1 and output is None:
+    # the same run named twice is one run
+    stores = list({s.root.resolve(): s for s in (local_run(x, region) for x in sources)}
+                  .values())
+    if len(stores) > 1 and output is None:
         raise typer.BadParameter("several runs are merged into a new directory: give -o DIR")
-    stores = [local_run(source, region) for source in sources]
     out_dir = output or stores[0].root
+    if output is not None and (output / "results.jsonl").exists() and not (
+            len(stores) == 1 and output.resolve() == stores[0].root.resolve()):
+        raise RunDirError(f"{output} holds another run (its results.jsonl), whose report and "
+                          "parquet this would overwrite: give a new or empty folder")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunDirError(f"cannot write {out_dir}: {exc.strerror or exc}") from None
     df = merged_frame(stores) if len(stores) > 1 else run_frame(stores[0])
+    if df.empty or "cell_id" not in df:
+        raise RunDirError(f"{', '.join(str(s.journal) for s in stores)}: no cell record (an "
+                          "empty journal, or only lines this matrix-bench cannot read): "
+                          "nothing to report")
     with signals_deferred() as pending:  # both whole, of the same journal
         write_parquet(df, out_dir / "results.parquet")
         path = write_report(out_dir, df, title=None if len(stores) == 1 else
@@ -339,13 +350,13 @@ def compare(
         min=0.0, max=1.0, help="The smallest change that counts (0.05: 5%).")] = 0.05,
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
 ) -> None:
-    from orchestrator.report.compare import compare_runs
+    from orchestrator.report.compare import comparable, compare_runs
     from orchestrator.report.compare_view import show_comparison
     from orchestrator.report.frame import run_frame
     from orchestrator.results.runs import local_run
 
-    base_frame = run_frame(local_run(base, region))
-    new_frame = run_frame(local_run(new, region))
+    base_frame = comparable(run_frame(local_run(base, region)), "BASE", base)
+    new_frame = comparable(run_frame(local_run(new, region)), "NEW", new)
     found = compare_runs(base_frame, new_frame, threshold)
     regressions = show_comparison(found, base_frame, new_frame, threshold, _console())
     if regressions:

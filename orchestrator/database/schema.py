@@ -142,7 +142,12 @@ def stored_version(db: Connection) -> int:
     if not db.query(exists)[0][0]:
         return 0
     rows = db.query("SELECT version FROM store_schema")
-    return int(rows[0][0]) if rows else 0
+    try:
+        return int(rows[0][0]) if rows else 0
+    except (TypeError, ValueError):
+        raise StoreSchemaError(f"the results store {db.url.shown} has schema version "
+                               f"{rows[0][0]!r}, not a number: a damaged store, or not one "
+                               "matrix-bench made") from None
 
 
 def ensure_schema(db: Connection, upto: int = SCHEMA_VERSION) -> int:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from orchestrator.errors import MatrixError
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
@@ -68,7 +70,9 @@ def repeat_throughputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
     true, so they are neither a regression nor an improvement (`implausible_configs`)."""
     from orchestrator.report.analysis import repeat_medians
 
-    rows = df[(df["status"] == "ok") & df["items_per_s"].notna()] if len(df) else df
+    if not len(df) or "items_per_s" not in df:  # no cell measured anything
+        return {}
+    rows = df[(df["status"] == "ok") & df["items_per_s"].notna()]
     rows = rows[~rows["config_id"].isin(implausible_configs(df))] if len(rows) else rows
     if not len(rows):
         return {}
@@ -110,6 +114,23 @@ def verdict(ratio: float, low: float, high: float, threshold: float, enough: boo
     if 1 - threshold <= low and high <= 1 + threshold:
         return Verdict.EQUIVALENT
     return Verdict.INCONCLUSIVE
+
+
+class NothingToCompare(MatrixError):
+    """A run without a single measured cell that ended ok."""
+
+
+def comparable(df: pd.DataFrame, side: str, source: str) -> pd.DataFrame:
+    """`df` where it holds a cell that ended ok with a throughput; NothingToCompare, saying
+    what its cells ended as, where not (a run whose every cell failed is no baseline, and
+    no regression either: it is a run to look at)."""
+    if repeat_throughputs(df):
+        return df
+    cells = df.drop_duplicates("cell_id") if len(df) and "cell_id" in df else df.iloc[0:0]
+    ended = ", ".join(f"{n} {status}" for status, n in
+                      cells["status"].value_counts().items()) if len(cells) else "no cell"
+    raise NothingToCompare(f"{side} {source} holds no cell that ended ok with a throughput "
+                           f"({ended}): nothing to compare; `matrix report {source}` shows why")
 
 
 def compare_runs(base: pd.DataFrame, new: pd.DataFrame,

@@ -32,6 +32,8 @@ def whole_rows(df: pd.DataFrame) -> pd.DataFrame:
 def whole_run_sections(df: pd.DataFrame) -> list[str]:
     """One section per workload with rows timed as a whole: one line per configuration."""
     rows = whole_rows(df)
+    if rows.empty:
+        return []
     lines: list[str] = []
     for workload, group in rows.groupby("workload", sort=True):
         lines += _section(str(workload), group.dropna(axis=1, how="all"))

@@ -37,6 +37,8 @@ def parse_line(line: bytes | str) -> Record:
         raw = json.loads(line)
     except ValueError as exc:
         raise JournalLineError(f"not JSON ({_short(exc)})") from None
+    except RecursionError:  # 100,000 nested brackets: no record nests that deep
+        raise JournalLineError("nested too deep to be a record") from None
     if not isinstance(raw, dict):
         raise JournalLineError(f"a JSON {_json_kind(raw)}, not a record")
     raw = migrated(raw)

@@ -242,6 +242,9 @@ class ResultStore:
         """(line number, line, whether it is the last) of each non-empty journal line."""
         if not self.journal.exists():
             return
+        if not self.journal.is_file():  # a folder fails to read; a FIFO would block the read
+            raise RunDirError(f"{self.journal} is not a file: a run's journal is a file, so "
+                              "this is no run directory matrix-bench wrote")
         lines = self.journal.read_bytes().split(b"\n")
         end = len(lines) - (0 if lines[-1] else 1)
         for number, line in enumerate(lines, start=1):
@@ -372,6 +375,9 @@ def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
     runs = []
     for journal in sorted(reports.glob(f"*/{JOURNAL}")):
         counts: dict[str, int] = {}
+        if not journal.is_file():  # one odd folder lists as one, and stops no other
+            runs.append((journal.parent, {"(no run: its results.jsonl is not a file)": 0}))
+            continue
         with warnings.catch_warnings():  # a live sweep's batch may be half written
             warnings.filterwarnings("ignore", ".*torn last line", JournalWarning)
             for result in ResultStore(journal.parent).results():

@@ -1,0 +1,125 @@
+"""One clear line everywhere (issue 42): inputs that once ended in a traceback, a wrong exit
+code, or doubled or overwritten data. Each is one line and exit code 2 now (a warning
+where a run is still readable), with nothing lost. Built on tests/journals/impossible/."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import run_cli
+
+IMPOSSIBLE = Path(__file__).parents[1] / "journals" / "impossible"
+
+
+def a_run(target: Path, edit=None) -> Path:
+    shutil.copytree(IMPOSSIBLE, target)
+    if edit is not None:
+        lines = [edit(json.loads(line)) for line in
+                 (target / "results.jsonl").read_text().splitlines()]
+        (target / "results.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in lines if r is not None))
+    return target
+
+
+def one_line(done, says: str) -> None:
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("warning:")]
+    assert len(errors) == 1 and says in errors[0], done.stderr
+
+
+def all_failed(record: dict) -> dict | None:
+    if record["record"] == "measurement":
+        return None
+    if record["record"] == "cell":
+        record |= {"status": "failed", "error": "RuntimeError: boom"}
+    return record
+
+
+def test_compare_with_a_run_whose_every_cell_failed_is_no_regression(tmp_path):
+    good, failed = a_run(tmp_path / "good"), a_run(tmp_path / "failed", all_failed)
+    for base, new, side in ((good, failed, "NEW"), (failed, good, "BASE")):
+        done = run_cli("compare", str(base), str(new), cwd=tmp_path)
+        one_line(done, f"{side} {failed} holds no cell that ended ok with a throughput "
+                       "(4 failed)")
+
+
+def test_a_report_of_a_journal_without_a_cell_says_so(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "results.jsonl").write_text("")
+    newer = a_run(tmp_path / "newer", lambda r: {**r, "schema_version": 99})
+    for run in (empty, newer):
+        one_line(run_cli("report", str(run), cwd=tmp_path), "no cell record")
+        assert not (run / "report.md").exists()
+
+
+def test_a_line_of_nested_brackets_is_a_located_warning_on_every_path(tmp_path):
+    run = a_run(tmp_path / "run")
+    with open(run / "results.jsonl", "a") as journal:
+        journal.write("[" * 100_000 + "]" * 100_000 + "\n")
+        journal.write(json.dumps(json.loads(
+            (IMPOSSIBLE / "results.jsonl").read_text().splitlines()[0])) + "\n")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    for args in (["report", str(run)], ["compare", str(run), str(run)], ["ls", "--reports",
+                 str(tmp_path)], ["db", "import", str(run), "--db", url]):
+        done = run_cli(*args, cwd=tmp_path)
+        assert done.returncode == 0, (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+        if args[0] != "ls":
+            assert "results.jsonl:17: unreadable line skipped: nested too deep" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_journal_that_is_no_file_is_one_line_and_never_blocks(tmp_path, kind):
+    run = tmp_path / "odd"
+    run.mkdir()
+    if kind == "folder":
+        (run / "results.jsonl").mkdir()
+    else:
+        os.mkfifo(run / "results.jsonl")
+    a_run(tmp_path / "fine")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    for args in (["report", str(run)], ["db", "import", str(run), "--db", url]):
+        one_line(run_cli(*args, cwd=tmp_path, timeout=60), "results.jsonl is not a file")
+    listed = run_cli("ls", "--reports", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert listed.returncode == 0 and "fine: 4 ok" in listed.stdout, listed.stdout
+    assert "odd: (no run: its results.jsonl is not a file)" in listed.stdout
+
+
+def test_a_store_whose_version_is_no_number_is_one_line(tmp_path):
+    run = a_run(tmp_path / "run")
+    store = tmp_path / "r.db"
+    assert run_cli("db", "import", str(run), "--db", f"sqlite:///{store}",
+                   cwd=tmp_path).returncode == 0
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE store_schema SET version = 'three'")
+    one_line(run_cli("history", "trend", "--db", f"sqlite:///{store}", cwd=tmp_path),
+             "has schema version 'three', not a number")
+
+
+def test_the_same_run_named_twice_is_one_run(tmp_path):
+    run = a_run(tmp_path / "run")
+    done = run_cli("report", str(run), str(run), "-o", str(tmp_path / "twice"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    once = run_cli("report", str(run), cwd=tmp_path)
+    assert once.returncode == 0
+    assert len(pd.read_parquet(tmp_path / "twice" / "results.parquet")) == \
+        len(pd.read_parquet(run / "results.parquet"))
+
+
+def test_a_report_never_overwrites_another_runs_folder(tmp_path):
+    mine, theirs = a_run(tmp_path / "mine"), a_run(tmp_path / "theirs")
+    assert run_cli("report", str(theirs), cwd=tmp_path).returncode == 0
+    before = (theirs / "report.md").read_bytes()
+    for sources in ([mine], [mine, theirs]):
+        done = run_cli("report", *map(str, sources), "-o", str(theirs), cwd=tmp_path)
+        one_line(done, f"{theirs} holds another run")
+    assert (theirs / "report.md").read_bytes() == before
