@@ -343,6 +343,11 @@ def test_an_image_stack_runs_in_its_container_on_the_node(slurm, image_env, tmp_
     ("{name: n, kind: slurm, partition: gpu, gpus: 1}",
      "hardware n: gpus: 1, but partition gpu offers no GPU (sinfo)"),
     ("{name: n, kind: slurm, partition: nowhere}", "Slurm has no partition 'nowhere' (sinfo)"),
+    # once PENDING until queue_timeout_s (6 hours by default): issue 42
+    ("{name: n, kind: slurm, partition: gpu, cpus: 512}",
+     "hardware n: cpus: 512, but partition gpu offers at most"),
+    ("{name: n, kind: slurm, partition: gpu, mem_gb: 100000}",
+     "hardware n: mem_gb: 100000, but partition gpu offers at most"),
     ("{name: n, kind: slurm, partition: remote}", "cannot read it: put the run on a filesystem"),
 ])
 def test_what_slurm_says_no_to_is_refused_before_anything_is_submitted(slurm, tmp_path,

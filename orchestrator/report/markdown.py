@@ -5,22 +5,43 @@ Empty strings for missing figures (None or NaN), so a table never shows "nan".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 MIB = 1024 * 1024
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """A markdown table; every cell shown as text (`cell_text`), so no value a user or a
+    workload supplies can end a row, start a heading or reach a terminal as a control."""
     def line(values: Iterable[object]) -> str:
-        return "| " + " | ".join(str(v) for v in values) + " |"
+        return "| " + " | ".join(cell_text(v) for v in values) + " |"
 
     return [line(headers), line("---" for _ in headers), *(line(r) for r in rows)]
+
+
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates (U+202E reverses
+# what follows it on screen): each is shown as its code, never acted on
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain_text(value: object) -> str:
+    """A value on one line, as text: a line break a space, a control character its code
+    (`\\x1b`, `\\u202e`), so no value starts a heading or drives a terminal."""
+    text = str(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
+                         else f"\\x{ord(m.group()):02x}", text)
+
+
+def cell_text(value: object) -> str:
+    """A value as one table cell: `plain_text`, with `|` escaped."""
+    return plain_text(value).replace("|", "\\|")
 
 
 def flag_line(reason: str, width: int) -> list[object]:
     """The line under a flagged row of a table: why its figures cannot be true. Every table
     that shows a flagged row shows this line under it."""
-    return [f"↳ {reason}".replace("|", "\\|"), *([""] * (width - 1))]
+    return [f"↳ {reason}", *([""] * (width - 1))]
 
 
 def present(value: object) -> bool:
@@ -30,7 +51,7 @@ def present(value: object) -> bool:
 def fmt(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return str(value)
+    return plain_text(value)
 
 
 def _number(template: str, scale: float = 1.0) -> Callable[[float | None], str]:

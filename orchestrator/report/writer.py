@@ -125,7 +125,7 @@ def _implausible_section(df: pd.DataFrame) -> list[str]:
     flagged = rows_flagged.sort_values("items_per_s", ascending=False, na_position="last") \
         .drop_duplicates("cell_id").sort_values(["workload", "hardware", "stack", "repeat"])
     rows = [[row["workload"], f"{row['hardware']}/{row['stack']}", f"#{row['repeat']}",
-             str(row.get("judgement") or row.get("error") or "").replace("|", "\\|")]
+             str(row.get("judgement") or row.get("error") or "")]
             for _, row in flagged.iterrows()]
     return [f"## Implausible figures ({len(flagged)})", "",
             "Shown in the tables with the flag, never chosen as best: a figure beyond what "
@@ -285,7 +285,7 @@ def _problems_section(df: pd.DataFrame) -> list[str]:
     for _, row in bad.sort_values(["workload", "hardware", "stack"]).iterrows():
         params = " ".join(f"{c.removeprefix('param.')}={fmt(row[c])}" for c in bad.columns
                           if c.startswith("param.") and present(row[c]))
-        reason = str(row.get("error") or "").replace("|", "\\|").replace("\n", " ")[:160]
+        reason = str(row.get("error") or "")[:160]
         rows.append([row["workload"], f"{row['hardware']}/{row['stack']}", params,
                      f"#{row['repeat']}", row["status"], reason, f"logs/{row['cell_id']}.log"])
     return [f"## Cells that did not finish ok ({len(bad)})", "",

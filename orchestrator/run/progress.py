@@ -7,6 +7,7 @@ from collections import Counter
 from types import TracebackType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -17,6 +18,7 @@ from rich.progress import (
 )
 
 from orchestrator.plan.cells import Cell
+from orchestrator.report.markdown import plain_text
 from orchestrator.results.records import CellRecord, Status
 
 STATUS_STYLE = {Status.OK: "green", Status.TIMEOUT: "yellow", Status.UNSUPPORTED: "cyan"}
@@ -24,7 +26,7 @@ STATUS_STYLE = {Status.OK: "green", Status.TIMEOUT: "yellow", Status.UNSUPPORTED
 
 def describe(cell: Cell, varying: set[str]) -> str:
     """`lstm_lm batch_size=32 on laptop/here #2`: the parameters that vary, not all of them."""
-    params = " ".join(f"{k}={v}" for k, v in cell.params.items() if k in varying)
+    params = " ".join(f"{k}={plain_text(v)}" for k, v in cell.params.items() if k in varying)
     return f"{cell.workload} {params} on {cell.hardware.name}/{cell.stack.name} #{cell.repeat}"
 
 
@@ -60,8 +62,10 @@ class SweepProgress:
     def finished(self, cell: Cell, record: CellRecord) -> None:
         self.statuses[record.status.value] += 1
         style = STATUS_STYLE.get(record.status, "red")
-        note = f" ({record.error})" if record.error else ""
-        self.console.print(f"[{style}]{record.status.value:>14}[/] {describe(cell, self.varying)}"
+        # what a workload or user supplied is text: no markup, no control character
+        note = escape(f" ({plain_text(record.error)})") if record.error else ""
+        self.console.print(f"[{style}]{record.status.value:>14}[/] "
+                           f"{escape(describe(cell, self.varying))}"
                            f" [dim]{record.wall_s:.1f}s{note}[/]", highlight=False)
         self.progress.update(self.task, advance=1, summary=self._summary())
 

@@ -94,7 +94,8 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
                                     "(command:) takes this: a folder or package declares it "
                                     "in its defaults.yaml")
         if entry.path is not None:
-            folder = (doc.path.parent / Path(entry.path).expanduser()).resolve()
+            folder = _resolved(doc.path.parent / Path(entry.path).expanduser(), doc,
+                               ("workloads", index, "path"))
             try:
                 register_workload_folder(entry.name, folder)
             except WorkloadFolderError as exc:
@@ -107,6 +108,14 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
 COMMAND_ONLY = ("cwd", "item_unit", "param_types", "metrics")
 
 
+def _resolved(path: Path, doc: LocatedYaml, loc: PathKey) -> Path:
+    """`path` made absolute, links followed; a located error for a link loop."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # "Symlink loop from ...", ELOOP
+        raise doc.error(loc, f"{path} cannot be followed: a loop of links ({exc})") from None
+
+
 def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> WorkloadEntry:
     """A command workload's entry with its folder made absolute, its declaration registered."""
     if entry.path is not None:
@@ -116,7 +125,7 @@ def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> Workl
         raise doc.error((*loc, "profile"), "the worker profiles the epochs it times itself: "
                                            "a command's script runs its own loop (profile it "
                                            "with torch.profiler in the script)")
-    cwd = (doc.path.parent / Path(entry.cwd or ".").expanduser()).resolve()
+    cwd = _resolved(doc.path.parent / Path(entry.cwd or ".").expanduser(), doc, (*loc, "cwd"))
     if not cwd.is_dir():
         raise doc.error((*loc, "cwd"), f"{cwd} is not a folder")
     try:

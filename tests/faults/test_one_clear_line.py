@@ -123,3 +123,90 @@ def test_a_report_never_overwrites_another_runs_folder(tmp_path):
         done = run_cli("report", *map(str, sources), "-o", str(theirs), cwd=tmp_path)
         one_line(done, f"{theirs} holds another run")
     assert (theirs / "report.md").read_bytes() == before
+
+
+def test_a_workload_folder_that_is_a_loop_of_links_is_a_located_line(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "m.yaml").write_text("name: loop\nhardware: [{name: box, kind: local}]\n"
+                                     "stacks: [{name: here, executor: process}]\n"
+                                     "workloads: [{name: mine, path: a}]\n")
+    one_line(run_cli("validate", "m.yaml", cwd=tmp_path),
+             "m.yaml:4: workloads[0].path: a cannot be followed: a loop of links")
+
+
+def test_a_run_in_s3_without_credentials_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_CONFIG_FILE": str(tmp_path / "none"), "HOME": str(tmp_path),
+            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+            "AWS_EC2_METADATA_DISABLED": "true", "COLUMNS": "200"}
+    for args in (["fetch", "s3://bucket/run"], ["report", "s3://bucket/run"]):
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args, "--region",
+                               "us-east-1"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+        one_line(done, "cannot read s3://bucket/run: no AWS credentials")
+
+
+@pytest.mark.parametrize(("name", "output", "says"), [
+    ("x", "/proc/self/x", "cannot write /proc/self/x"),
+    ("é", "e", "'é' is not a workload name"),
+    ("a" * 300, "long", "is not a workload name"),
+])
+def test_a_scaffold_it_cannot_make_is_one_line_and_writes_nothing(tmp_path, name, output,
+                                                                    says):
+    one_line(run_cli("new-workload", name, "-o", output, cwd=tmp_path), says)
+    assert not (tmp_path / output).exists() or not any((tmp_path / output).iterdir())
+
+
+HOSTILE = "a|b\n# injected heading\x1b[31m\u202eevil"
+
+
+def test_a_value_with_a_pipe_newlines_and_controls_is_shown_as_text(tmp_path):
+    def hostile(record: dict) -> dict:
+        if record["record"] == "cell" and record["cell_id"] == "cpu-lstm":
+            record["param.dataset"] = HOSTILE
+            record["error"] = "boom \x1b[2J|" + "\n# another heading"
+        return record
+
+    run = a_run(tmp_path / "run", hostile)
+    done = run_cli("report", str(run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = (run / "report.md").read_text()
+    assert "\n# injected heading" not in report and "\n# another heading" not in report
+    assert "\x1b" not in report and "\u202e" not in report
+    assert "a\\|b # injected heading\\x1b[31m\\u202eevil" in report
+    page = (run / "report.html").read_text()
+    assert "<h1>injected heading" not in page and "\x1b" not in page
+
+
+def test_a_long_number_like_value_is_reported_in_linear_time(tmp_path):
+    import time
+
+    def long_value(record: dict) -> dict:
+        if record["record"] == "cell" and record["cell_id"] == "cpu-lstm":
+            record["param.dataset"] = "1" * 30_000 + "x"
+        return record
+
+    run = a_run(tmp_path / "run", long_value)
+    started = time.monotonic()
+    done = run_cli("report", str(run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 20  # 35-46 s before, quadratic in the length
+
+
+def test_a_sweeps_progress_lines_show_a_value_as_text(tmp_path):
+    (tmp_path / "job.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "m.yaml").write_text(
+        "name: shown\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\n"
+        "workloads:\n"
+        "  - name: job\n"
+        "    command: [python, job.py, '{label}']\n"
+        '    params: {label: ["plain", "\\e[2J[bold]cleared\\u202e"]}\n')
+    done = run_cli("run", "m.yaml", "--no-ray", "--db", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "\x1b[2J" not in done.stdout and "\u202e" not in done.stdout
+    assert "label=\\x1b[2J[bold]cleared\\u202e" in done.stdout, done.stdout

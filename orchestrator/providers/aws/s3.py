@@ -38,8 +38,29 @@ def upload_run(s3: Any, run_dir: Path, uri: str) -> list[str]:
     return keys
 
 
+class S3ReadError(MatrixError):
+    """A run in S3 that cannot be read: no credentials, no access, no such bucket."""
+
+
 def download_run(s3: Any, uri: str, destination: Path) -> Path:
-    """Download every object under `uri` (a run's folder) into `destination`."""
+    """Download every object under `uri` (a run's folder) into `destination`; S3ReadError,
+    in one line, where AWS refuses or cannot be reached."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        return _download(s3, uri, destination)
+    except NoCredentialsError:
+        raise S3ReadError(f"cannot read {uri}: no AWS credentials (set AWS_PROFILE, or "
+                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)") from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise S3ReadError(f"cannot read {uri}: {error.get('Code', 'refused')}: "
+                          f"{error.get('Message', '')}".rstrip(": ")) from None
+    except BotoCoreError as exc:
+        raise S3ReadError(f"cannot read {uri}: {exc}") from None
+
+
+def _download(s3: Any, uri: str, destination: Path) -> Path:
     bucket, prefix = split_uri(uri)
     found = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,

@@ -48,16 +48,26 @@ class Partition:
     name: str
     hosts: tuple[str, ...]  # its nodes' host names
     gpus: int  # the most GPUs one of its nodes offers (gres gpu), 0 if none
+    cpus: int = 0  # the most CPUs one of its nodes offers, 0 if sinfo did not say
+    mem_mb: int = 0  # the most memory (MB) one of its nodes offers, 0 if sinfo did not say
 
 
 def partition(name: str) -> Partition | None:
     """The partition as sinfo sees it, or None if there is none of that name."""
-    lines = run("sinfo", "-h", "-N", "-p", name, "-o", "%n|%G").splitlines()
-    rows = [line.split("|") for line in lines if line.count("|") == 1]
+    lines = run("sinfo", "-h", "-N", "-p", name, "-o", "%n|%G|%c|%m").splitlines()
+    rows = [line.split("|") for line in lines if line.count("|") == 3]
     if not rows:
         return None
     return Partition(name=name, hosts=tuple(sorted({row[0] for row in rows})),
-                     gpus=max(_gres_gpus(row[1]) for row in rows))
+                     gpus=max(_gres_gpus(row[1]) for row in rows),
+                     cpus=max(_count(row[2]) for row in rows),
+                     mem_mb=max(_count(row[3]) for row in rows))
+
+
+def _count(text: str) -> int:
+    """A count sinfo printed ("2", "2000", "64+"), 0 where it is none."""
+    digits = text.strip().rstrip("+")
+    return int(digits) if digits.isdigit() else 0
 
 
 def _gres_gpus(gres: str) -> int:

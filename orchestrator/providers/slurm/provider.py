@@ -10,6 +10,7 @@ of runs no live sweep owns. Prices are the entries' own (`price_per_hour`).
 
 from __future__ import annotations
 
+import math
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,6 +95,7 @@ class SlurmProvider(BaseProvider):
                 raise commands.SlurmError(
                     f"hardware {hardware.name}: gpus: {hardware.gpus}, but partition "
                     f"{hardware.partition} offers {offers} (sinfo)")
+            _check_node_size(hardware, partition)
             if not _all_here(partition.hosts):
                 _check_shared(run_dir, partition)
                 if spec.images.registry is None and any(
@@ -123,6 +125,21 @@ class SlurmProvider(BaseProvider):
         return [f"cancel Slurm job {array_id} of run {run} ({len(states)} task(s): "
                 f"{', '.join(sorted(set(states))).lower()})"
                 for array_id, (run, states) in sorted(arrays.items())]
+
+
+def _check_node_size(hardware: Hardware, partition: commands.Partition) -> None:
+    """Refuse CPUs or memory no node of the partition has: such a job would wait PENDING
+    until `queue_timeout_s` (hours), never to run."""
+    if hardware.cpus and partition.cpus and hardware.cpus > partition.cpus:
+        raise commands.SlurmError(
+            f"hardware {hardware.name}: cpus: {hardware.cpus}, but partition "
+            f"{hardware.partition} offers at most {partition.cpus} CPUs per node (sinfo)")
+    wanted_mb = math.ceil(hardware.mem_gb * 1024) if hardware.mem_gb else 0
+    if wanted_mb and partition.mem_mb and wanted_mb > partition.mem_mb:
+        raise commands.SlurmError(
+            f"hardware {hardware.name}: mem_gb: {hardware.mem_gb:g}, but partition "
+            f"{hardware.partition} offers at most {partition.mem_mb / 1024:.3g} GB per node "
+            "(sinfo)")
 
 
 def _all_here(hosts: tuple[str, ...]) -> bool:
