@@ -20,6 +20,9 @@ import uuid
 from pathlib import Path
 
 CELL_MARK = "MATRIX_BENCH_CELL_MARK"
+# A helper that ends on its own once its parent has gone (multiprocessing's resource
+# tracker waits for its pipe to close) is given this long before it counts as left behind
+LINGER_S = 1.0
 GRACE_S = 2.0
 SHOWN = 5  # processes named in the record
 
@@ -54,8 +57,12 @@ def marked(mark: str, proc: Path = Path("/proc")) -> dict[int, str]:
 
 def end_leftovers(mark: str) -> list[str]:
     """End every live process of the cell marked `mark`; what was found, for the record
-    ("pid: command line")."""
+    ("pid: command line"). Processes that end on their own within LINGER_S do not count."""
     found = marked(mark)
+    deadline = time.monotonic() + LINGER_S
+    while found and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = marked(mark)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in marked(mark) if sig == signal.SIGKILL else found:
             with contextlib.suppress(ProcessLookupError, PermissionError):
