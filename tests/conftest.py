@@ -97,6 +97,21 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
                           env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
+def run_script_as_cell(folder: Path, script: str) -> dict:
+    """`script` run as a one-cell command workload (`matrix run --no-ray --db none`), as a
+    user's training script runs; its cell record."""
+    (folder / "script.py").write_text(script)
+    (folder / "m.yaml").write_text(
+        "name: script\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\n"
+        "workloads: [{name: script, command: [python, script.py], epochs: 1}]\n")
+    done = run_cli("run", str(folder / "m.yaml"), "-o", str(folder / "run"), "--no-ray",
+                   "--db", "none", cwd=folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = cell_records(folder / "run")
+    return cell
+
+
 def journal(run_dir: Path) -> list[dict]:
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]

@@ -9,7 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 from orchestrator.executors.logs import LOG_CAP_BYTES, LOG_TAIL_LINES, cap_log, tail_of
-from tests.conftest import cell_records, run_cli
+from tests.conftest import run_script_as_cell
 
 MIB = 2**20
 
@@ -54,22 +54,11 @@ def test_a_log_past_its_cap_keeps_head_and_tail_and_says_what_was_cut(tmp_path):
 
 def test_a_cell_that_prints_past_the_cap_leaves_a_capped_log_and_its_real_tail(tmp_path):
     over = LOG_CAP_BYTES // MIB + 8
-    (tmp_path / "loud.py").write_text(
+    cell = run_script_as_cell(tmp_path, (
         "import sys\n"
         f"for _ in range({over}):\n"
         "    sys.stdout.write(('y' * 1023 + '\\n') * 1024)\n"
-        "print('the end of a loud cell')\n")
-    (tmp_path / "m.yaml").write_text("""\
-name: loud
-hardware: [{name: box, kind: local}]
-stacks: [{name: here, executor: process}]
-workloads:
-  - {name: loud, command: [python, loud.py], epochs: 1}
-""")
-    done = run_cli("run", str(tmp_path / "m.yaml"), "-o", str(tmp_path / "run"), "--no-ray",
-                   "--db", "none", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = cell_records(tmp_path / "run")
+        "print('the end of a loud cell')\n"))
     log = tmp_path / "run" / "logs" / f"{cell['cell_id']}.log"
     assert log.stat().st_size < LOG_CAP_BYTES // 2
     assert b"bytes of this log cut here" in log.read_bytes()

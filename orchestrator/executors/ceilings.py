@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import socket
 from pathlib import Path
 
 from orchestrator.plan.cells import Cell
 from orchestrator.results.records import ProvenanceRecord
-
-_FRAMEWORK = re.compile(r"[a-z][a-z0-9_]{0,31}")
+from orchestrator.worker.ceiling import FRAMEWORKS
 
 
 def node_name() -> str:
@@ -43,7 +41,7 @@ def measured_here(cell: Cell, run_root: Path) -> tuple[str, ...]:
 def remember(cell: Cell, run_root: Path, provenance: ProvenanceRecord) -> None:
     """Leave the marker of the ceiling this cell measured, if it measured one."""
     framework = provenance.framework or ""
-    if provenance.ceiling_flops is None or not _FRAMEWORK.fullmatch(framework):
+    if provenance.ceiling_flops is None or framework not in FRAMEWORKS:  # a file name
         return
     folder = _folder(cell, run_root)
     folder.mkdir(parents=True, exist_ok=True)

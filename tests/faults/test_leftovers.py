@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from orchestrator.executors.leftovers import CELL_MARK, marked, new_mark
-from tests.conftest import cell_records, run_cli
+from tests.conftest import run_script_as_cell
 
 SCRIPT = """\
 import subprocess, sys
@@ -36,19 +36,8 @@ def alive(needle: str) -> list[int]:
 
 
 def test_a_cell_that_leaves_children_running_has_them_ended_and_says_so(tmp_path):
-    (tmp_path / "spawn.py").write_text(SCRIPT)
-    (tmp_path / "m.yaml").write_text("""\
-name: leftovers
-hardware: [{name: box, kind: local}]
-stacks: [{name: here, executor: process}]
-workloads:
-  - {name: spawner, command: [python, spawn.py], epochs: 1}
-""")
-    done = run_cli("run", str(tmp_path / "m.yaml"), "-o", str(tmp_path / "run"), "--no-ray",
-                   "--db", "none", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    cell = run_script_as_cell(tmp_path, SCRIPT)
     assert alive("time.sleep(317)") == [] and alive("time.sleep(318)") == []
-    (cell,) = cell_records(tmp_path / "run")
     assert cell["status"] == "ok" and "left_processes" in cell["flags"]
     assert "2 process(es) it started were still running" in cell["error"]
     assert "time.sleep(318)" in cell["error"]
