@@ -223,8 +223,9 @@ def workloads(
 
 @app.command(name="new-workload")
 def new_workload(
-    name: Annotated[str, typer.Argument(help="The workload's name (a Python identifier).",
-                                        show_default=False)],
+    name: Annotated[str, typer.Argument(
+        help="The workload's name (ASCII letters, digits and _, at most 80).",
+        show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="The folder to create.")],
 ) -> None:
     """Make a workload folder to start from: a small PyTorch model on synthetic data with its

@@ -40,7 +40,7 @@ def test_the_scaffold_runs_as_made_and_its_own_test_passes(tmp_path):
 
 
 @pytest.mark.parametrize(("name", "problem"), [
-    ("my-bench", "'my-bench' is not a Python identifier"),
+    ("my-bench", "'my-bench' is not a workload name"),
     ("lstm_lm", "'lstm_lm' is a built-in workload: give yours another name"),
     ("my_bench", "already exists and is not an empty folder: nothing was written"),
 ])
