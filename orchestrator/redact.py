@@ -23,7 +23,9 @@ CREDENTIAL_PARTS = ("PASSWORD", "SECRET")
 CREDENTIAL_ENDINGS = ("_KEY", "TOKEN")
 # A database URL may carry its password: the results store's too (MATRIX_BENCH_DB), so no
 # worker gets it, though it starts like the tool's own settings.
-CREDENTIAL_NAMES = {"AWS_ACCESS_KEY_ID", "KRB5CCNAME", "DATABASE_URL", "MATRIX_BENCH_DB"}
+# So may a private package index's (MATRIX_BENCH_INDEX_URL): no worker needs one.
+CREDENTIAL_NAMES = {"AWS_ACCESS_KEY_ID", "KRB5CCNAME", "DATABASE_URL", "MATRIX_BENCH_DB",
+                    "MATRIX_BENCH_INDEX_URL"}
 
 
 def names_a_credential(name: str) -> bool:

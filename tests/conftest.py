@@ -36,6 +36,9 @@ os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(_RAY_TOKEN),
 # shared store in miniature), never into the project's reports/; tests of the default unset it.
 _STORE = Path(tempfile.mkdtemp(prefix="matrix-bench-store-")) / "results.db"
 os.environ["MATRIX_BENCH_DB"] = f"sqlite:///{_STORE}"
+# `matrix validate` asks the package index about versions newer than its tables: never the
+# internet's in a test. Port 9 on the loopback refuses at once; tests of the lookup serve one.
+os.environ["MATRIX_BENCH_INDEX_URL"] = "http://127.0.0.1:9/simple/"
 # What the test cluster's processes (a head driver job's boto3) sign moto's requests with.
 FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_DEFAULT_REGION": "us-east-1"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -50,6 +50,9 @@ from orchestrator.workload_registry import (
     register_workload_folder,
 )
 
+if TYPE_CHECKING:
+    from orchestrator.spec.release_index import ReleaseIndex
+
 
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the matrix file, for editors."""
@@ -61,8 +64,9 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
-def load_spec(path: Path | str) -> MatrixSpec:
-    """Read, validate and check a matrix file; SpecError on the first problem found."""
+def load_spec(path: Path | str, releases: ReleaseIndex | None = None) -> MatrixSpec:
+    """Read, validate and check a matrix file; SpecError on the first problem found. With
+    `releases`, a framework version newer than the release tables is looked up there."""
     doc = read_yaml(Path(path))
     if not isinstance(doc.data, dict):
         kind = "empty" if doc.data is None else "a list" if isinstance(doc.data, list) \
@@ -76,7 +80,7 @@ def load_spec(path: Path | str) -> MatrixSpec:
     spec = spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
     _check_unique_names(spec, doc)
     spec = _with_workload_folders(spec, doc)
-    _check_semantics(spec, doc)
+    _check_semantics(spec, doc, releases)
     return spec
 
 
@@ -137,7 +141,8 @@ def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> Workl
     return entry.model_copy(update={"cwd": str(cwd)})
 
 
-def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
+def _check_semantics(spec: MatrixSpec, doc: LocatedYaml,
+                     releases: ReleaseIndex | None) -> None:
     """What the schema cannot say, in the order a reader meets it; the first problem is
     raised as one located line."""
     if isinstance(spec.repeats, RepeatPolicy) and spec.repeats.max < spec.repeats.min:
@@ -147,7 +152,7 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml) -> None:
     for provider in providers():
         if found := provider.matrix_problem(spec):
             raise doc.error(*found)
-    _check_stacks(spec, doc)
+    _check_stacks(spec, doc, releases)
     for index, entry in enumerate(spec.workloads):
         try:
             info = load_workload(entry.name)
@@ -243,14 +248,14 @@ def _check_registered(spec: MatrixSpec, doc: LocatedYaml) -> None:
             raise doc.error(("hardware", index), problem)
 
 
-def _check_stacks(spec: MatrixSpec, doc: LocatedYaml) -> None:
+def _check_stacks(spec: MatrixSpec, doc: LocatedYaml, releases: ReleaseIndex | None) -> None:
     """Pins well formed, releases real, images buildable, the images section's files there."""
     images = spec.images  # its paths already absolute
     for index, stack in enumerate(spec.stacks):
         _check_pins(stack, doc, ("stacks", index))
         if needs_image(stack):
             _check_image_stack(stack, images, doc, ("stacks", index))
-        _check_releases(stack, doc, ("stacks", index))
+        _check_releases(stack, doc, ("stacks", index), releases)
         if stack.cuda and stack.framework:
             problem = cuda_build_problem(stack.framework, stack.framework_version, stack.cuda)
             if problem:
@@ -261,9 +266,11 @@ def _check_stacks(spec: MatrixSpec, doc: LocatedYaml) -> None:
             raise doc.error(("images", key), f"{given} does not exist")
 
 
-def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
+def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey,
+                    index: ReleaseIndex | None) -> None:
     """A Python the worker cannot run on, or a framework version never released: refused;
-    a framework version newer than the release table: a warning."""
+    a framework version newer than the release table: looked up on `index`, refused if it
+    is not there, a warning if it could not be asked."""
     if stack.python and tuple(int(p) for p in stack.python.split(".")[:2]) < WORKER_PYTHON:
         raise doc.error((*loc, "python"), f"the worker runs on Python "
                                           f"{'.'.join(map(str, WORKER_PYTHON))} or newer, "
@@ -273,8 +280,17 @@ def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey) -> None:
         if error:
             raise doc.error((*loc, "framework_version"), error)
         if warning:
-            warnings.warn(str(doc.error((*loc, "framework_version"), warning)), SpecWarning,
-                          stacklevel=2)
+            answer = index.released(stack.framework, stack.framework_version) if index \
+                else "unchecked"
+            if answer == "absent":
+                assert index is not None
+                raise doc.error((*loc, "framework_version"),
+                                f"{stack.framework} {stack.framework_version} is not a "
+                                f"release on the package index {index.shown}")
+            if answer == "unchecked":
+                why = index.why_unchecked if index else "`matrix validate` asks the index"
+                warnings.warn(str(doc.error((*loc, "framework_version"), f"{warning} ({why})")),
+                              SpecWarning, stacklevel=2)
 
 
 # Pins end up in a Dockerfile and a pip index URL: only what a version or an image
