@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def code_hash(files: Iterable[Path], root: Path) -> str:
     """The hash of `files` (under `root`) by what they say."""
     digest = hashlib.sha256()
     for path in sorted(files):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(Path(os.path.relpath(path, root)).as_posix().encode() + b"\0")
         digest.update(canonical(path) + b"\0")
     return digest.hexdigest()[:HASH_LENGTH]
 

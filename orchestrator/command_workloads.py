@@ -10,8 +10,14 @@ The matrix declares what a folder's `defaults.yaml` would: each parameter's type
 from its values, or given in `param_types`) with its first value as the default, the item
 unit, the script's own metrics. Placeholders name parameters (or `epochs`) and are filled
 in as whole arguments, never through a shell. The command runs in `cwd` (default: the matrix
-file's folder); that folder's code (`CWD_CODE`, outside `SKIPPED_FOLDERS`) is hashed into the
-workload's version and carried into stack images, like a workload folder.
+file's folder).
+
+What identity hashes and what an image carries are two lists. The workload's version hashes
+(code_identity.py, by what the code says) the files its `files:` globs name under `cwd`,
+else the script its command names plus, in a git work tree, the tracked code files under
+`cwd`: never a file the script writes, nor a matrix file. A stack image carries all of the
+folder's code (`CWD_CODE`, outside `SKIPPED_FOLDERS`): the modules a script imports travel
+with it whether or not they are declared.
 
 The worker runs the command (worker/command.py); the script reports its steps through
 `matrix_bench` (worker/client.py), or, without it, gets one row timed as a whole.
@@ -24,12 +30,16 @@ import json
 import os
 import shlex
 import string
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import yaml
+
+from orchestrator.code_identity import HASH_LENGTH, code_hash
 from orchestrator.errors import MatrixError
 from orchestrator.spec.model import WorkloadEntry, entry_grid
-from orchestrator.workload_registry import FOLDER_HASH_LENGTH, ParamDecl, Scalar, WorkloadInfo
+from orchestrator.workload_registry import ParamDecl, Scalar, WorkloadInfo
 
 BUILT_IN_PLACEHOLDERS = ("epochs",)  # filled in besides the parameters
 CWD_CODE = (".py", ".sh", ".yaml", ".yml", ".toml", ".json", ".cfg", ".ini", ".txt")
@@ -51,8 +61,9 @@ class CommandWorkloadError(MatrixError):
 def declaration(entry: WorkloadEntry, cwd: Path,
                 matrix_file: Path | None = None) -> tuple[WorkloadInfo, list[Path]]:
     """What the matrix declares of the command workload `entry`, run in `cwd`, and the code
-    there (`cwd_code`, the matrix file itself left out: editing it moves no id and rebuilds
-    no image); the version hashes the command, the declarations and that code."""
+    there its images carry (`cwd_code`, the matrix file itself left out: editing it moves no
+    id and rebuilds no image); the version hashes the command, the declarations and the
+    code `identity_files` names."""
     assert entry.command is not None
     params = {name: _param(name, values, entry.param_types.get(name))
               for name, values in entry_grid(entry).items()}
@@ -71,11 +82,9 @@ def declaration(entry: WorkloadEntry, cwd: Path,
                 "item_unit": entry.item_unit, "metrics": entry.metrics}
     digest = hashlib.sha256(json.dumps(declared, sort_keys=True).encode())
     code = [p for p in cwd_code(cwd) if matrix_file is None or p != matrix_file.resolve()]
-    for path in code:
-        digest.update(path.relative_to(cwd).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+    digest.update(code_hash(identity_files(entry, cwd, matrix_file), cwd).encode())
     return WorkloadInfo(
-        name=entry.name, version=f"command+{digest.hexdigest()[:FOLDER_HASH_LENGTH]}",
+        name=entry.name, version=f"command+{digest.hexdigest()[:HASH_LENGTH]}",
         description=f"command: {shlex.join(entry.command)}",
         item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics)
     ), code
@@ -125,6 +134,61 @@ def cwd_code(cwd: Path) -> list[Path]:
                 f"{MAX_CODE_BYTES // 2**20} MB of them: give the command a folder of its own "
                 "(cwd:), which is hashed into its version and carried into images"))
     return found
+
+
+def identity_files(entry: WorkloadEntry, cwd: Path,
+                   matrix_file: Path | None = None) -> list[Path]:
+    """The files a command workload's version hashes: those its `files:` globs name under
+    `cwd`, else the script its command names plus, in a git work tree, the tracked code
+    files under `cwd`; a matrix file never. CommandWorkloadError for a glob that leaves
+    `cwd` or matches nothing."""
+    found: set[Path] = set()
+    for index, pattern in enumerate(entry.files):
+        if Path(pattern).is_absolute() or ".." in Path(pattern).parts:
+            raise CommandWorkloadError(("files", index), f"{pattern!r}: a glob under the "
+                                                         f"command's folder {cwd}, without '..'")
+        matched = {p for p in cwd.glob(pattern) if p.is_file()}
+        if not matched:
+            raise CommandWorkloadError(("files", index), f"{pattern!r} matches no file in {cwd}")
+        found |= matched
+    if not entry.files:
+        assert entry.command is not None
+        found = {cwd / a for a in entry.command if Path(a).suffix in CWD_CODE and "{" not in a
+                 and (cwd / a).is_file()} | git_tracked(cwd)
+    skipped = {matrix_file.resolve()} if matrix_file else set()
+    chosen = sorted(p for p in found if p.resolve() not in skipped and not _is_matrix(p))
+    if len(chosen) > MAX_CODE_FILES or sum(p.stat().st_size for p in chosen) > MAX_CODE_BYTES:
+        raise CommandWorkloadError(("files",), (
+            f"the command's code is more than {MAX_CODE_FILES} files or "
+            f"{MAX_CODE_BYTES // 2**20} MB: name the script's own files (files:)"))
+    return chosen
+
+
+def git_tracked(cwd: Path) -> set[Path]:
+    """The code files under `cwd` that git tracks (CWD_CODE, outside SKIPPED_FOLDERS); none
+    outside a work tree or without git."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=cwd,
+                                capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    if listed.returncode:
+        return set()
+    names = [n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n]
+    return {cwd / n for n in names if Path(n).suffix in CWD_CODE
+            and not set(Path(n).parts[:-1]) & SKIPPED_FOLDERS and (cwd / n).is_file()}
+
+
+def _is_matrix(path: Path) -> bool:
+    """Whether `path` is a matrix file (a mapping with hardware and workloads), which is
+    what the script is run by, not its code."""
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and {"hardware", "workloads"} <= data.keys()
 
 
 def _param(name: str, values: list[Scalar], given: str | None) -> ParamDecl:

@@ -13,7 +13,6 @@ moves when the code changes, and only then.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,13 +21,13 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orchestrator.code_identity import code_hash
 from orchestrator.errors import MatrixError, UnknownWorkloadError
 from orchestrator.worker.workload_code import optional_module, workload_package
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 FOLDER_CODE = ("*.py", "defaults.yaml")  # what a user folder's code hash covers
-FOLDER_HASH_LENGTH = 12
 
 Scalar = bool | int | float | str
 ParamType = Literal["int", "float", "bool", "str"]
@@ -138,8 +137,14 @@ class WorkloadInfo(BaseModel):
 
 
 def device_param_columns(workloads: Iterable[str]) -> tuple[str, ...]:
-    """`param.<name>` of each workload's device-count parameter (sets_devices)."""
-    names = {load_workload(w).device_param for w in set(workloads)}
+    """`param.<name>` of each workload's device-count parameter (sets_devices); none for a
+    workload this process cannot load (a store's rows of a user's workload elsewhere)."""
+    names = set()
+    for workload in set(workloads):
+        try:
+            names.add(load_workload(workload).device_param)
+        except MatrixError:
+            continue
     return tuple(sorted(f"param.{name}" for name in names if name))
 
 
@@ -227,13 +232,9 @@ def folder_code(folder: Path) -> list[Path]:
 
 
 def folder_code_hash(folder: Path) -> str:
-    """A hash of the folder's code: the part of a user workload's version that moves with
-    its code, and only with it."""
-    digest = hashlib.sha256()
-    for path in folder_code(folder):
-        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()[:FOLDER_HASH_LENGTH]
+    """A hash of what the folder's code says (code_identity.py): the part of a user
+    workload's version that moves with its code, and only with it."""
+    return code_hash(folder_code(folder), folder)
 
 
 def package_module(name: str) -> str | None:
@@ -247,11 +248,12 @@ def package_module(name: str) -> str | None:
 
 def importable(name: str) -> str | None:
     """The package to import workload `name`'s modules from (workload, flops, views); None
-    for a command workload, which has none."""
-    if name in _COMMANDS:
-        return None
+    for a command workload, which has none, and for a name this process cannot load."""
     folder = _FOLDERS.get(name)
-    return workload_package(name, None if folder is None else str(folder), package_module(name))
+    package = package_module(name)
+    if folder is None and package is None and name not in _built_ins():
+        return None  # a command, or a store's row of a workload this process does not know
+    return workload_package(name, None if folder is None else str(folder), package)
 
 
 def configuration_problem(name: str, params: dict[str, Scalar],

@@ -95,10 +95,13 @@ def test_the_scripts_code_moves_its_ids_and_nothing_else_does(tmp_path):
     write(tmp_path / "reports" / "cmd" / "results.json", "{}\n")
     write(tmp_path / "m.yaml", (tmp_path / "m.yaml").read_text() + "# a comment\n")
     assert ids() == first
-    write(tmp_path / "train.py", TRAIN + "# changed\n")
+    write(tmp_path / "train.py", TRAIN + "# a comment: no change\n")
+    assert ids() == first
+    write(tmp_path / "train.py", TRAIN.replace("5000", "6000"))
     assert not set(ids()) & set(first)
-    write(tmp_path / "helper.py", "X = 1\n")  # a module the script may import
-    assert not set(ids()) & set(first)
+    changed = ids()
+    write(tmp_path / "helper.py", "X = 1\n")  # a module the script may import: declared, it
+    assert ids() == changed  # counts (files:, or tracked by git: tests/test_code_identity.py)
 
 
 @pytest.mark.slow

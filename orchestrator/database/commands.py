@@ -96,7 +96,14 @@ def _samples(workload: list[str] | None, hardware: list[str] | None,
              ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """The repeats the options select (history.repeats) and their configurations-in-runs
     judged as the report judges (judging.judged_runs); None, said, when there are none."""
-    from orchestrator.database.history import Filters, as_sequence, per_run, repeats, since_stamp
+    from orchestrator.database.history import (
+        Filters,
+        as_sequence,
+        per_run,
+        repeats,
+        since_stamp,
+        with_match_ids,
+    )
     from orchestrator.database.judging import judged_runs
 
     if since is not None:
@@ -111,7 +118,7 @@ def _samples(workload: list[str] | None, hardware: list[str] | None,
         if samples.empty:
             typer.echo(f"no results that ended ok in {url.shown} match")
             return None
-        return samples, judged_runs(conn, per_run(samples))
+        return samples, with_match_ids(judged_runs(conn, per_run(samples)))
     finally:
         conn.close()
 
@@ -170,16 +177,17 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
         return
     runs = selected[1]
     if last:
-        runs = runs.groupby("config_id", sort=False).tail(last)
+        runs = runs.groupby("match_id", sort=False).tail(last)
     if format is Format.TABLE:  # each configuration heads its runs
         runs["label"] = runs["workload"] + " " + runs["label"]
-        columns = {"date": "date", "repeats": "n", "items_per_s": "median",
+        columns = {"date": "date", "code": "code", "repeats": "n", "items_per_s": "median",
                    "spread": "spread", "mem_peak_bytes": "memory", "peak_fraction": "% peak",
                    "ceiling_fraction": "% ceil", "usd_per_million_items": "$/M",
                    "location": "run"}
     else:
         columns = {"workload": "workload", "label": "configuration", "config_id": "config_id",
-                   "date": "date", "repeats": "repeats", "items_per_s": "items_per_s",
+                   "date": "date", "workload_version": "workload_version",
+                   "repeats": "repeats", "items_per_s": "items_per_s",
                    "lowest": "lowest", "highest": "highest", "item_unit": "item_unit",
                    "mem_peak_bytes": "mem_peak_bytes",
                    "usd_per_million_items": "usd_per_million_items", "run": "run",

@@ -12,6 +12,9 @@ there is their median.
   `baseline_runs` of them, their repeats pooled), judged by compare's rule; a run
   judged implausible is left out of both sides.
 
+trend and regressions follow a configuration across changes of a user's own code, as
+compare does (`match_id`, plan/identity.py), and name the code each run measured.
+
 Each configuration-in-a-run is judged as the report judges a row (database/judging.py),
 from its figures and provenance, not from the flags its journal stored.
 """
@@ -135,6 +138,21 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     return runs.reset_index().sort_values(["workload", "label", "date"], kind="stable")
 
 
+def with_match_ids(runs: pd.DataFrame) -> pd.DataFrame:
+    """Judged runs (judging.judged_runs) with `match_id`, their configuration across changes
+    of a user's code, and `code`: the workload version where it carries a code hash."""
+    from orchestrator.plan.identity import code_free_version, match_id
+
+    parsed = {text: json.loads(text) for text in set(runs["params"])}
+    rows = zip(runs["config_id"], runs["workload_version"], runs["hardware"], runs["stack"],
+               runs["workload"], runs["params"], strict=True)
+    runs = runs.assign(match_id=[match_id(c, v, (h, s, w), parsed[p])
+                                 for c, v, h, s, w, p in rows])
+    runs["code"] = [v if isinstance(v, str) and code_free_version(v) != v else None
+                    for v in runs["workload_version"]]
+    return runs
+
+
 def best(runs: pd.DataFrame) -> pd.DataFrame:
     """Per workload: the fastest configuration-in-a-run and, where priced, the cheapest,
     among judged runs (judging.judged_runs) that are not implausible."""
@@ -170,6 +188,7 @@ class Regression:
     low: float
     high: float
     verdict: Verdict
+    code_change: tuple[str, str] | None = None  # the earlier runs' code, the latest's
 
 
 def regressions(samples: pd.DataFrame, runs: pd.DataFrame, threshold: float,
@@ -179,28 +198,33 @@ def regressions(samples: pd.DataFrame, runs: pd.DataFrame, threshold: float,
     import numpy as np
 
     found, alone = [], 0
+    runs = runs if "match_id" in runs else with_match_ids(runs)
     runs = runs[~runs["implausible"]]
     speeds = {key: group.to_numpy(dtype=float) for key, group in
               samples.groupby(["config_id", "run_key"], sort=False)["items_per_s"]}
-    for config_id, history in runs.groupby("config_id", sort=False):
+    for _, history in runs.groupby("match_id", sort=False):
         history = history.sort_values("date", kind="stable")
         if len(history) < 2:
             alone += 1
             continue
         latest = history.iloc[-1]
         earlier = history.iloc[-1 - baseline_runs:-1]
-        new = speeds[(config_id, latest["run_key"])]
-        base = np.concatenate([speeds[(config_id, key)] for key in earlier["run_key"]])
+        new = speeds[(latest["config_id"], latest["run_key"])]
+        base = np.concatenate([speeds[(config, key)] for config, key in
+                               zip(earlier["config_id"], earlier["run_key"], strict=True)])
+        codes = [", ".join(sorted({str(c) for c in side.dropna()}))
+                 for side in (earlier["code"], history["code"].iloc[-1:])]
         ratio = float(np.median(new) / np.median(base))
         low, high = bootstrap_interval(base, new)
         found.append(Regression(
-            config_id=str(config_id), workload=str(latest["workload"]),
+            config_id=str(latest["config_id"]), workload=str(latest["workload"]),
             label=str(latest["label"]), latest_run=str(latest["location"]),
             latest_date=str(latest["date"]), baseline_runs=len(earlier),
             base_repeats=base.size, new_repeats=new.size, base_median=float(np.median(base)),
             new_median=float(np.median(new)), ratio=ratio, low=low, high=high,
             verdict=verdict(ratio, low, high, threshold,
-                            min(base.size, new.size) >= MIN_REPEATS)))
+                            min(base.size, new.size) >= MIN_REPEATS),
+            code_change=(codes[0], codes[1]) if codes[0] != codes[1] else None))
     return found, alone
 
 

@@ -121,16 +121,20 @@ def show_regressions(found: list[Regression], alone: int, threshold: float, form
                       f"{item.ratio:.3f} ({item.low:.2f}-{item.high:.2f})",
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
+    for item in found:  # what changed besides the figures: the user's own code
+        if item.code_change:
+            console.print(f"code changed: {item.workload} {item.label}: {item.code_change[0]}"
+                          f" -> {item.code_change[1]}", highlight=False, markup=False)
     counts = Counter(item.verdict for item in found)
     console.print(", ".join(f"{counts[v]} {v.value}" for v in Verdict)
                   + f";\n{alone} configuration(s) in one run only, nothing to compare")
     return regressions
 
 
-TEXT = {"workload", "best", "label", "run", "location", "date", "item_unit"}
+TEXT = {"workload", "best", "label", "run", "location", "date", "item_unit", "code"}
 FOLDED = {"label", "location"}  # the columns that fold; the rest never wrap
 # figures a table leaves out where no row has them (older runs: no ceiling; no prices)
-OPTIONAL = {"peak_fraction", "ceiling_fraction", "usd_per_million_items"}
+OPTIONAL = {"peak_fraction", "ceiling_fraction", "usd_per_million_items", "code"}
 
 
 def _cell(name: str, row: dict[str, Any]) -> str:
@@ -149,6 +153,8 @@ def _cell(name: str, row: dict[str, Any]) -> str:
         return fmt_pct(value)
     if name == "mem_peak_bytes":
         return f"{fmt_mib(value)} MiB"
+    if name == "code":  # 1+3fa2c9d01b2e as 1+3fa2c9d: enough to tell the code apart
+        return str(value)[:-5]
     if isinstance(value, float):
         return f"{value:,.4g}"
     return str(value)

@@ -34,7 +34,7 @@ CHUNK = 500  # attempt ids per IN (...): well under every driver's limit on para
 
 def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     """per_run's rows with `flags`, `implausible` and `judgement` (the reasons, "" where
-    none) as the report's judge gives them."""
+    none) as the report's judge gives them, and the `workload_version` they ran."""
     import pandas as pd
 
     from orchestrator.report.judge import judged
@@ -78,6 +78,7 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     frame = frame.assign(run=runs["run_key"], hardware=runs["hardware"], stack=runs["stack"])
     verdicts = judged(frame, probes=_probes(db, set(runs["run_key"])))
     runs["flags"] = verdicts["flags"].fillna("")
+    runs["workload_version"] = frame["workload_version"]
     runs["judgement"] = verdicts["judgement"].fillna("").astype(str)
     runs["implausible"] = runs["flags"].str.contains("implausible", regex=False)
     for column in ("achieved_flops", "peak_fraction", "ceiling_fraction", "node_ceiling_flops"):

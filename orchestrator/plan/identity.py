@@ -15,16 +15,25 @@ unless the meaning moves:
 
 tests/test_identity.py pins the ids of the example matrices and of test matrices covering
 every field.
+
+`match_id` is the configuration as `compare` and `history` match it between runs: a user's
+workload whose code changed is a new config_id (resume must rerun it) but the same
+configuration to compare ("did my change make it faster?"); its declared version still
+separates (a bump says the meaning changed).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from orchestrator.code_identity import HASH_LENGTH
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.workload_registry import Scalar, load_workload
 
@@ -84,3 +93,41 @@ def config_id_of(hardware: Hardware, stack: Stack, workload: str, version: str,
 
 def cell_id_of(config_id: str, repeat: int) -> str:
     return content_hash({"config_id": config_id, "repeat": repeat})
+
+
+CODE_VERSION = re.compile(rf"(?P<declared>[^+]+)\+[0-9a-f]{{{HASH_LENGTH}}}")
+
+
+def code_free_version(version: str) -> str:
+    """A workload's version without the hash of its code (`1+3fa2...` -> `1`); a built-in's
+    or a package's as it is."""
+    found = CODE_VERSION.fullmatch(version)
+    return found["declared"] if found else version
+
+
+def match_id(config_id: str, version: object, names: tuple[str, str, str],
+             params: Mapping[str, object]) -> str:
+    """`config_id`, but for a workload whose `version` carries a code hash: there a hash of
+    the (hardware, stack, workload) `names`, the declared version and the parameters, the
+    same whatever the code, so two runs of edited code match."""
+    if not isinstance(version, str) or code_free_version(version) == version:
+        return config_id
+    hardware, stack, workload = names
+    return content_hash({"hardware": hardware, "stack": stack, "workload": workload,
+                         "code_free_version": code_free_version(version),
+                         "params": {k: _plain(v) for k, v in params.items()
+                                    if not _missing(v)}})
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) \
+        or type(value).__name__ == "NAType"  # pandas' missing value
+
+
+def _plain(value: object) -> object:
+    """A parameter as JSON holds it, whichever column type pandas read it into (8.0 for an
+    integer column beside a gap, numpy scalars)."""
+    value = getattr(value, "item", lambda: value)()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value

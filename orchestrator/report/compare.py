@@ -1,6 +1,9 @@
 """`matrix compare BASE NEW`: did a configuration get slower or faster between two runs?
 
-Configurations are joined on `config_id` (same hardware, stack, workload and settings).
+Configurations are joined on `config_id` (same hardware, stack, workload and settings),
+except that a user's workload whose code changed between the runs is the same configuration
+(plan/identity.match_id): that is the question "did my change make it faster?", and both
+code versions are named. A comparison in which nothing joins is an error, never a pass.
 The unit of replication is the repeat, not the epoch: the epochs of one cell share its
 process, its data order and its machine state, so they are not independent samples. Each
 repeat counts once, by the median of its timed epochs' items/s. For each configuration, the
@@ -29,7 +32,8 @@ MIN_REPEATS = 3
 DEFAULT_THRESHOLD = 0.05
 RESAMPLES = 2000
 CONFIDENCE = 0.95
-RULE = (f"Per configuration (joined on config_id): each repeat counts once, by the median of "
+RULE = (f"Per configuration (joined on config_id; your own code's across its changes): "
+        f"each repeat counts once, by the median of "
         f"its timed epochs' items/s (epochs of one process are not independent samples); "
         f"ratio = NEW median repeat / BASE median repeat, with a {CONFIDENCE:.0%} bootstrap "
         f"interval over repeats ({RESAMPLES} resamples of both sides). Regression: ratio "
@@ -62,6 +66,8 @@ class Comparison:
     # each side's FLOP/s as a share of its node's measured ceiling (report/ceilings.py)
     base_ceiling: float | None = None
     new_ceiling: float | None = None
+    # the workload's version on each side, where its code changed between them
+    code_change: tuple[str, str] | None = None
 
 
 def repeat_throughputs(df: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -117,13 +123,33 @@ def verdict(ratio: float, low: float, high: float, threshold: float, enough: boo
 
 
 class NothingToCompare(MatrixError):
-    """A run without a single measured cell that ended ok."""
+    """A run without a single measured cell that ended ok, or two runs without a
+    configuration in common."""
+
+
+def matched(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with each row's `config_id` replaced by its configuration's match_id (the same
+    for a workload whose code changed), the recorded id kept as `recorded_config_id`."""
+    from orchestrator.plan.identity import match_id
+
+    if not len(df) or "workload_version" not in df:
+        return df.assign(recorded_config_id=df.get("config_id"))
+    params = [c for c in df.columns if c.startswith("param.")]
+    firsts = df.drop_duplicates("config_id")
+    ids = {row["config_id"]: match_id(
+        row["config_id"], row["workload_version"], (row["hardware"], row["stack"],
+                                                    row["workload"]),
+        {c.removeprefix("param."): row[c] for c in params})
+        for row in firsts.to_dict("records")}
+    return df.assign(recorded_config_id=df["config_id"], config_id=df["config_id"].map(ids))
 
 
 def comparable(df: pd.DataFrame, side: str, source: str) -> pd.DataFrame:
-    """`df` where it holds a cell that ended ok with a throughput; NothingToCompare, saying
-    what its cells ended as, where not (a run whose every cell failed is no baseline, and
-    no regression either: it is a run to look at)."""
+    """`df`, its configurations matched across code changes (`matched`), where it holds a
+    cell that ended ok with a throughput; NothingToCompare, saying what its cells ended as,
+    where not (a run whose every cell failed is no baseline, and no regression either: it
+    is a run to look at)."""
+    df = matched(df)
     if repeat_throughputs(df):
         return df
     cells = df.drop_duplicates("cell_id") if len(df) and "cell_id" in df else df.iloc[0:0]
@@ -131,6 +157,27 @@ def comparable(df: pd.DataFrame, side: str, source: str) -> pd.DataFrame:
                       cells["status"].value_counts().items()) if len(cells) else "no cell"
     raise NothingToCompare(f"{side} {source} holds no cell that ended ok with a throughput "
                            f"({ended}): nothing to compare; `matrix report {source}` shows why")
+
+
+def nothing_in_common(base: pd.DataFrame, new: pd.DataFrame) -> str:
+    """Why no configuration joins: what each side ran (workload, declared version, hardware
+    and stack), or that those agree and the parameters or epochs differ."""
+    from orchestrator.plan.identity import code_free_version
+
+    def ran(df: pd.DataFrame) -> list[str]:
+        rows = df[df["config_id"].isin(repeat_throughputs(df))]
+        return sorted({f"{w} {code_free_version(str(v))} on {h}/{s}" for w, v, h, s in zip(
+            rows["workload"], rows.get("workload_version", rows["workload"].map(lambda _: "?")),
+            rows["hardware"], rows["stack"], strict=True)})
+
+    def listed(items: list[str]) -> str:
+        return ", ".join(items[:4]) + (f" and {len(items) - 4} more" if len(items) > 4 else "")
+
+    before, after = ran(base), ran(new)
+    if before == after:
+        return (f"no configuration in common: both ran {listed(before)}, with other "
+                "parameters or epochs")
+    return f"no configuration in common: BASE ran {listed(before)}; NEW ran {listed(after)}"
 
 
 def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
@@ -157,8 +204,21 @@ def compare_runs(base: pd.DataFrame, new: pd.DataFrame,
             base_median=float(np.median(before)), new_median=float(np.median(after)),
             ratio=ratio, low=low, high=high,
             verdict=verdict(ratio, low, high, threshold, enough),
-            base_ceiling=base_ceiling.get(config_id), new_ceiling=new_ceiling.get(config_id)))
+            base_ceiling=base_ceiling.get(config_id), new_ceiling=new_ceiling.get(config_id),
+            code_change=code_change(base, new, config_id)))
+    if not found:
+        raise NothingToCompare(nothing_in_common(base, new))
     return found
+
+
+def code_change(base: pd.DataFrame, new: pd.DataFrame, config_id: str
+                ) -> tuple[str, str] | None:
+    """(BASE's version, NEW's) of the configuration's workload where its code changed."""
+    if "workload_version" not in base or "workload_version" not in new:
+        return None
+    versions = [", ".join(sorted(set(df.loc[df["config_id"] == config_id, "workload_version"]
+                                     .dropna().astype(str)))) for df in (base, new)]
+    return (versions[0], versions[1]) if versions[0] != versions[1] else None
 
 
 def ceiling_fractions(df: pd.DataFrame) -> dict[str, float]:

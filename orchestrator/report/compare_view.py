@@ -51,6 +51,10 @@ def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFra
                       f"{item.low:.3f}-{item.high:.3f}", *shares,
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
+    for item in found:  # what changed besides the figures: the user's own code
+        if item.code_change:
+            console.print(f"code changed: {item.label}: {item.code_change[0]} -> "
+                          f"{item.code_change[1]}", highlight=False, markup=False)
     counts = Counter(item.verdict for item in found)
     flagged = implausible_configs(base) | implausible_configs(new)
     only = (set(repeat_throughputs(base)) ^ set(repeat_throughputs(new))) - set(flagged)

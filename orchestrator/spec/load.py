@@ -109,7 +109,7 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
     return spec.model_copy(update={"workloads": entries})
 
 
-COMMAND_ONLY = ("cwd", "item_unit", "param_types", "metrics")
+COMMAND_ONLY = ("cwd", "files", "item_unit", "param_types", "metrics")
 
 
 def _resolved(path: Path, doc: LocatedYaml, loc: PathKey) -> Path:

@@ -1,0 +1,90 @@
+"""Before and after a change of your own code (issue 43): `compare` and `history` match the
+configuration across the change and name both code versions; a comparison in which nothing
+joins is an error (exit code 2), never a silent pass. Real sweeps of a command workload with
+the client, into a SQLite store of the test's own."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, write
+from tests.test_command_workloads import TRAIN
+
+MATRIX = """
+name: mine
+hardware: [{{name: box, kind: local}}]
+stacks: [{{name: here, executor: process}}]
+repeats: 2
+workloads:
+  - name: {workload}
+    command: [python, train.py, --batch-size, "{{batch_size}}"]
+    params: {{batch_size: 8}}
+"""
+
+
+def sweep(root: Path, copy_to: str, workload: str = "trainer", code: str = TRAIN) -> Path:
+    """Run the matrix of `workload` on `code`, keep its run directory as `copy_to`."""
+    write(root / "train.py", code)
+    matrix = write(root / "m.yaml", MATRIX.format(workload=workload))
+    done = run_cli("run", str(matrix), "--no-ray", "--db", f"sqlite:///{root / 'r.db'}",
+                   cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kept = root / copy_to
+    shutil.move(root / "reports" / "mine", kept)
+    return kept
+
+
+def versions(run_dir: Path) -> set[str]:
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return {r["workload_version"] for r in map(json.loads, lines)
+            if r["record"] == "provenance"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
+    """(folder, run before the change, run after it, run of another workload)."""
+    root = tmp_path_factory.mktemp("code_changes")
+    before = sweep(root, "before")
+    after = sweep(root, "after", code=TRAIN.replace("5000", "5001"))  # a real change
+    other = sweep(root, "other", workload="another")
+    return root, before, after, other
+
+
+def test_compare_matches_a_configuration_across_a_code_change_and_names_both(runs):
+    root, before, after, _ = runs
+    (old,), (new,) = versions(before), versions(after)
+    assert old != new and old.startswith("command+") and new.startswith("command+")
+    done = run_cli("compare", str(before), str(after), cwd=root)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert re.search(r"box .*\d/\d .*(regression|improvement|equivalent|inconclusive|too "
+                     r"few repeats)", done.stdout), done.stdout
+    assert f"code changed: box: {old} -> {new}" in done.stdout
+    assert "0 configuration(s) with ok samples in one run only" in done.stdout
+
+
+def test_a_comparison_with_nothing_in_common_is_one_line_and_exit_code_2(runs):
+    root, before, _, other = runs
+    done = run_cli("compare", str(before), str(other), cwd=root)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == ("error: no configuration in common: BASE ran trainer command on box/here; "
+                    "NEW ran another command on box/here")
+
+
+def test_history_follows_the_configuration_across_the_change(runs):
+    root, _, _, _ = runs
+    store = ["--db", f"sqlite:///{root / 'r.db'}", "--workload", "trainer"]
+    found = run_cli("history", "regressions", *store, "--format", "json", cwd=root)
+    assert found.returncode in (0, 1), found.stdout + found.stderr
+    (verdict,) = json.loads(found.stdout)
+    assert verdict["baseline_runs"] == 1 and verdict["code_change"] is not None
+    trend = run_cli("history", "trend", *store, cwd=root)
+    assert trend.returncode == 0, trend.stderr
+    headings = [line for line in trend.stdout.splitlines() if line.startswith("trainer")]
+    assert len(headings) == 1, trend.stdout  # one configuration, two runs under it
+    assert len(re.findall(r"command\+[0-9a-f]{7}\b", trend.stdout)) == 2, trend.stdout
