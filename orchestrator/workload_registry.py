@@ -196,6 +196,13 @@ def register_command_workload(info: WorkloadInfo, code: Iterable[Path] = ()) -> 
     _LOADED[info.name] = info
 
 
+def register_recorded_workload(info: WorkloadInfo) -> None:
+    """Make a run's recorded declaration of a user's workload known where its code is not
+    here (its folder moved, its package not installed): a report reads its item unit,
+    parameters and metrics; its FLOP model and views are code, and are left out."""
+    _LOADED[info.name] = info
+
+
 def is_command(name: str) -> bool:
     """Whether workload `name` is a training script run as a command (no module to import)."""
     return name in _COMMANDS

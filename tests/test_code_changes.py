@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, write
+from tests.conftest import PROJECT, run_cli, write
 from tests.test_command_workloads import TRAIN
 
 MATRIX = """
@@ -88,3 +88,30 @@ def test_history_follows_the_configuration_across_the_change(runs):
     headings = [line for line in trend.stdout.splitlines() if line.startswith("trainer")]
     assert len(headings) == 1, trend.stdout  # one configuration, two runs under it
     assert len(re.findall(r"command\+[0-9a-f]{7}\b", trend.stdout)) == 2, trend.stdout
+
+
+def test_a_run_reports_and_compares_after_its_workload_folder_is_gone(tmp_path):
+    folder = tmp_path / "mine"
+    shutil.copytree(PROJECT / "workloads" / "sleep", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    matrix = write(tmp_path / "m.yaml", """
+        name: gone
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: my_sleep, path: mine, params: {seconds: 0.05}}]
+        """)
+    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = tmp_path / "reports" / "gone"
+    shutil.rmtree(folder)
+
+    report = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert report.returncode == 0, report.stdout + report.stderr
+    (warning,) = report.stderr.strip().splitlines()
+    assert warning == (f"warning: the run's workload my_sleep came from {folder}, which holds "
+                       "no workload any more: reported from its recorded declaration, without "
+                       "its FLOP model and views")
+    assert "my_sleep" in (run_dir / "report.md").read_text()
+    same = run_cli("compare", str(run_dir), str(run_dir), cwd=tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert re.search(r"^box +1/1 .* 1\.000 .*too few repeats$", same.stdout, re.M), same.stdout

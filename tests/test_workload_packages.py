@@ -128,6 +128,11 @@ def test_a_package_workload_runs_like_a_built_in(installed, tmp_path):
     assert (rows["items"] == 6).all()  # 3 timed steps of 2 items
     assert set(rows["workload_version"]) == {"2+acme-bench-0.3.1"}  # provenance
     assert "Acme's tiny benchmark" in (run_dir / "report.md").read_text()
+    # the package uninstalled: the run still reports, from the declaration it recorded
+    again = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "workload tiny (2+acme-bench-0.3.1) is not installed here" in again.stderr
+    assert "tiny" in (run_dir / "report.md").read_text()
 
 
 def test_a_broken_entry_point_is_one_located_line(installed, tmp_path):

@@ -6,16 +6,21 @@ one-GPU twin may come from another run.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
 from orchestrator.results.declarations import load_declarations
 from orchestrator.results.store import ResultStore, write_parquet
 from orchestrator.workload_registry import (
     WorkloadFolderError,
+    WorkloadInfo,
     is_command,
+    load_workload,
     register_command_workload,
+    register_recorded_workload,
     register_workload_folder,
     workload_folder,
 )
@@ -28,25 +33,52 @@ def recorded(store: ResultStore) -> pd.DataFrame:
     """The run's rows with the columns computed from each row alone: the whole epoch of
     rows recorded before `epoch_s`, and the cost columns. The user workloads the rows came
     from are registered first, for their declarations: folders (`path:`) from where they
-    are, commands from what the run directory keeps of them."""
-    for info in load_declarations(store.root):
-        if not is_command(info.name):
-            register_command_workload(info)
+    are, commands from what the run directory keeps of them, and a folder since moved or a
+    package no longer installed from its recorded declaration, with a warning."""
+    declared = {info.name: info for info in load_declarations(store.root)}
     joined = store.joined()
+    folders: dict[str, Path] = {}
     if "workload_dir" in joined.columns:
         pairs = joined[["workload", "workload_dir"]].dropna().drop_duplicates()
-        for name, folder in pairs.itertuples(index=False):
-            if workload_folder(name) is None:
-                register_recorded_folder(str(name), Path(folder))
+        folders = {str(name): Path(folder) for name, folder in pairs.itertuples(index=False)}
+    for name, folder in folders.items():
+        if workload_folder(name) is None:
+            register_recorded_folder(name, folder, declared.get(name))
+    for name, info in declared.items():
+        if name in folders or is_command(name):
+            continue
+        if info.version.startswith("command+"):
+            register_command_workload(info)
+        elif not _loads(name):  # a package workload whose package is not installed here
+            warnings.warn(f"the run's workload {name} ({info.version}) is not installed here: "
+                          "reported from its recorded declaration, without its FLOP model "
+                          "and views", MatrixWarning, stacklevel=2)
+            register_recorded_workload(info)
     return add_cost_columns(with_whole_epoch(joined))
 
 
-def register_recorded_folder(name: str, folder: Path) -> None:
-    """Register the folder a run's workload came from; WorkloadFolderError where it is gone."""
-    if not (folder / "defaults.yaml").is_file():
+def register_recorded_folder(name: str, folder: Path, declared: WorkloadInfo | None = None
+                             ) -> None:
+    """Register the folder a run's workload came from; where it is gone, the run's recorded
+    declaration (with a warning), else WorkloadFolderError."""
+    if (folder / "defaults.yaml").is_file():
+        register_workload_folder(name, folder)
+    elif declared is not None:
+        warnings.warn(f"the run's workload {name} came from {folder}, which holds no workload "
+                      "any more: reported from its recorded declaration, without its FLOP "
+                      "model and views", MatrixWarning, stacklevel=2)
+        register_recorded_workload(declared)
+    else:
         raise WorkloadFolderError(f"the run's workload {name} came from {folder}, which holds "
                                   "no workload any more: put it back to report the run")
-    register_workload_folder(name, folder)
+
+
+def _loads(name: str) -> bool:
+    try:
+        load_workload(name)
+    except MatrixError:
+        return False
+    return True
 
 
 def ceiling_probes(store: ResultStore) -> pd.DataFrame:

@@ -1,7 +1,8 @@
-"""What a run's matrix declared of its command workloads (`command:`), kept beside its
-journal as `workloads.json`, so that `matrix report` in a later process knows their item
-unit, parameters and metrics without the matrix file. A folder's and a package's workloads
-declare themselves (`defaults.yaml`) and are not kept here."""
+"""The declarations of a run's own workloads (every one that is not built in: `command:`,
+`path:` and installed packages'), kept beside its journal as `workloads.json`, so that
+`matrix report` in a later process knows their item unit, parameters and metrics without
+the matrix file, and without the code: a folder since moved or a package no longer
+installed is reported from its recorded declaration (report/frame.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def save_declarations(root: Path, declared: Iterable[WorkloadInfo]) -> None:
 
 
 def load_declarations(root: Path) -> list[WorkloadInfo]:
-    """The command workloads' declarations the run directory keeps ([] for none)."""
+    """The declarations the run directory keeps ([] for none)."""
     try:
         raw = json.loads((root / DECLARATIONS).read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -42,7 +42,7 @@ from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import MatrixSpec
-from orchestrator.workload_registry import load_workload
+from orchestrator.workload_registry import load_workload, workload_source
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,8 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     sweep = _Sweep(spec, store, options, console)
     if not store.journal.exists():  # a new run: no node has measured its ceiling in it
         forget_ceilings(store.root)
-    save_declarations(store.root, [load_workload(w.name) for w in spec.workloads if w.command])
+    save_declarations(store.root, [load_workload(w.name) for w in spec.workloads
+                                   if workload_source(w.name) != "built-in"])
     plan = sweep.plan()
     launched, prices = sweep.preflight(plan)
     statuses: Counter[str] = Counter()
