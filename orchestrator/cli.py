@@ -326,7 +326,8 @@ def report(
     with signals_deferred() as pending:  # both whole, of the same journal
         write_parquet(df, out_dir / "results.parquet")
         path = write_report(out_dir, df, title=None if len(stores) == 1 else
-                            f"{out_dir.name}: {', '.join(s.root.name for s in stores)}")
+                            f"{out_dir.name}: {', '.join(s.root.name for s in stores)}",
+                            log_tails={k: v for s in stores for k, v in s.log_tails().items()})
     typer.echo(f"results: {out_dir / 'results.parquet'}\nreport:  {path}")
     if pending:
         raise typer.Exit(130)

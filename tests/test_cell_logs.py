@@ -5,6 +5,7 @@ tail and says what was cut."""
 
 from __future__ import annotations
 
+import html
 import tracemalloc
 from pathlib import Path
 
@@ -63,3 +64,28 @@ def test_a_cell_that_prints_past_the_cap_leaves_a_capped_log_and_its_real_tail(t
     assert log.stat().st_size < LOG_CAP_BYTES // 2
     assert b"bytes of this log cut here" in log.read_bytes()
     assert log.read_bytes().rstrip().splitlines()[-1].startswith(b"matrix-bench: ")
+
+
+FAILING = r'''
+import sys
+for i in range(30):
+    print(f"step {i}", flush=True)
+print("a fence ``` and a pipe | and \x1b[31mred\x1b[0m", flush=True)
+print("Traceback: ValueError: the loss is nan", flush=True)
+sys.exit(3)
+'''
+
+
+def test_a_failed_cells_report_shows_the_last_lines_of_its_log_as_text(tmp_path):
+    cell = run_script_as_cell(tmp_path, FAILING)
+    assert cell["status"] == "failed"
+    report = (tmp_path / "run" / "report.md").read_text()
+    section = report.split("### The last lines of their logs (at most 12)")[1]
+    assert "step 21" in section and "step 20" not in section  # the last 12 lines
+    assert "Traceback: ValueError: the loss is nan" in section
+    assert "\x1b" not in report and "and \\x1b[31mred\\x1b[0m" in section
+    assert "\n````text\n" in section  # longer than the ``` inside: nothing ends it early
+    page = (tmp_path / "run" / "report.html").read_text()
+    block = html.unescape(page.split("<pre><code")[1].split("</code></pre>")[0])
+    assert "a fence ``` and a pipe | and \\x1b[31mred" in block
+    assert "Traceback: ValueError: the loss is nan\nmatrix-bench: failed" in block

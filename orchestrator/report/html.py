@@ -44,6 +44,8 @@ h2 { font-size: 1.4rem; margin: 2.5rem 0 0.75rem; padding-bottom: 0.25rem;
 h3 { font-size: 1.15rem; margin: 1.75rem 0 0.5rem; }
 code { font: 0.9em/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
        background: var(--zebra); padding: 0.05em 0.3em; border-radius: 3px; }
+pre { background: var(--zebra); padding: 0.6rem 0.8rem; border-radius: 4px; overflow-x: auto; }
+pre code { background: none; padding: 0; }
 img { max-width: 100%; height: auto; display: block; margin: 1rem 0; }
 .scroll { overflow-x: auto; margin: 1rem 0; }
 table { border-collapse: collapse; font-size: 0.9rem; font-variant-numeric: tabular-nums; }

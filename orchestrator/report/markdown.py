@@ -33,6 +33,15 @@ def plain_text(value: object) -> str:
                          else f"\\x{ord(m.group()):02x}", text)
 
 
+def code_block(text: str) -> list[str]:
+    """`text` as a fenced block of its own lines, each `plain_text` (a control character its
+    code): the fence is longer than any run of backticks inside, so nothing ends it early."""
+    lines = [plain_text(line) for line in text.splitlines()]
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}text", *lines, fence]
+
+
 def cell_text(value: object) -> str:
     """A value as one table cell: `plain_text`, with `|` escaped."""
     return plain_text(value).replace("|", "\\|")

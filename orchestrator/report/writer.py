@@ -8,7 +8,7 @@ status and reason, skipped cells with theirs, and the environment the rows ran i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +19,7 @@ from orchestrator.report.analysis import NOISY_SPREAD, best_choices, config_summ
 from orchestrator.report.ceilings import BELOW_DATASHEET, node_ceilings
 from orchestrator.report.html import write_report_html
 from orchestrator.report.markdown import (
+    code_block,
     flag_line,
     fmt,
     fmt_metric,
@@ -30,6 +31,7 @@ from orchestrator.report.markdown import (
     fmt_seconds,
     fmt_tflops,
     fmt_usd,
+    plain_text,
     present,
     table,
 )
@@ -47,16 +49,18 @@ if TYPE_CHECKING:
 
 
 def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (),
-                 title: str | None = None, now: datetime | None = None) -> Path:
+                 title: str | None = None, now: datetime | None = None,
+                 log_tails: Mapping[str, str] | None = None) -> Path:
     """report.md and its figures (plots/*.png) in `out_dir`, and report.html beside it
-    (the same, self-contained, for a browser); returns report.md's path."""
+    (the same, self-contained, for a browser); returns report.md's path. `log_tails`: the
+    last lines of each failed cell's log, by cell_id (the journal's)."""
     figures: dict[str, list[tuple[str, str]]] = {}
     for workload, summary, unit in workload_summaries(df):
         for kind, figure in workload_figures(summary, workload, unit).items():
             relative = f"plots/{workload}-{kind}.png"
             save(figure, out_dir / relative)
             figures.setdefault(workload, []).append((figure.axes[0].get_title(), relative))
-    text = render(df, title or out_dir.name, skipped, figures, now)
+    text = render(df, title or out_dir.name, skipped, figures, now, log_tails)
     failpoints.reached("report")  # the fault tests kill a sweep here, figures written
     path = out_dir / "report.md"
     atomic_write(path, text.encode())
@@ -82,7 +86,7 @@ def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
 
 def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
            figures: dict[str, list[tuple[str, str]]] | None = None,
-           now: datetime | None = None) -> str:
+           now: datetime | None = None, log_tails: Mapping[str, str] | None = None) -> str:
     runs = df["run_dir"].nunique() if "run_dir" in df and len(df) else 1
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# {title}", "",
@@ -95,7 +99,7 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
     lines += whole_run_sections(df)
     lines += _implausible_section(df)
     lines += _cost_section(df)
-    lines += _problems_section(df)
+    lines += _problems_section(df, log_tails or {})
     lines += _skipped_section(skipped)
     lines += _environment_section(df)
     return "\n".join(lines) + "\n"
@@ -274,23 +278,33 @@ def _of_ceiling(row: pd.Series) -> str:
     return "no ceiling" if present(row["achieved_flops"]) else ""
 
 
-def _problems_section(df: pd.DataFrame) -> list[str]:
+TAIL_LINES = 12  # of a failed cell's log, in the report; the whole log is logs/<cell_id>.log
+
+
+def _problems_section(df: pd.DataFrame, log_tails: Mapping[str, str]) -> list[str]:
     if not len(df):
         return []
     cells = df.drop_duplicates("cell_id")
     bad = cells[cells["status"] != "ok"]
     if not len(bad):
         return []
-    rows = []
+    rows, tails = [], []
     for _, row in bad.sort_values(["workload", "hardware", "stack"]).iterrows():
         params = " ".join(f"{c.removeprefix('param.')}={fmt(row[c])}" for c in bad.columns
                           if c.startswith("param.") and present(row[c]))
         reason = str(row.get("error") or "")[:160]
-        rows.append([row["workload"], f"{row['hardware']}/{row['stack']}", params,
-                     f"#{row['repeat']}", row["status"], reason, f"logs/{row['cell_id']}.log"])
+        where = f"{row['hardware']}/{row['stack']}"
+        rows.append([row["workload"], where, params, f"#{row['repeat']}", row["status"],
+                     reason, f"logs/{row['cell_id']}.log"])
+        if tail := log_tails.get(str(row["cell_id"]), "").strip("\n"):
+            named = " ".join(x for x in (row["workload"], where, params) if x)
+            tails += [plain_text(f"{named} #{row['repeat']} ({row['status']}):"), "",
+                      *code_block("\n".join(tail.splitlines()[-TAIL_LINES:])), ""]
     return [f"## Cells that did not finish ok ({len(bad)})", "",
             *table(["workload", "where", "parameters", "repeat", "status", "reason", "log"],
-                    rows), ""]
+                    rows), "",
+            *([f"### The last lines of their logs (at most {TAIL_LINES})", "", *tails]
+              if tails else [])]
 
 
 def _skipped_section(skipped: Iterable[Skipped]) -> list[str]:

@@ -278,6 +278,11 @@ class ResultStore:
             final[attempt.cell.cell_id] = attempt
         return list(final.values())
 
+    def log_tails(self) -> dict[str, str]:
+        """cell_id -> the last lines of the log of each cell whose final attempt did not end
+        ok (the journal keeps them; the report shows them)."""
+        return {r.cell.cell_id: r.cell.log_tail for r in self.results() if r.cell.log_tail}
+
     # -- the flat join -----------------------------------------------------------------------
     def joined(self) -> pd.DataFrame:
         """The records as recorded, flat: one row per measurement, plus one row per cell

@@ -265,7 +265,7 @@ class _Sweep:
         self.close()
         if store.journal.exists():
             df = write_results(store)
-            write_report(store.root, df, plan.skipped)
+            write_report(store.root, df, plan.skipped, log_tails=store.log_tails())
             console.print(f"results: {store.parquet}\nreport:  {store.report}")
 
 
