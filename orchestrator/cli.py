@@ -212,7 +212,7 @@ def workloads(
     name: Annotated[str | None, typer.Argument(
         help="A workload: list its parameters.", show_default=False)] = None,
     matrix: Annotated[Path | None, typer.Option(
-        "--matrix", "-m", help="Also list this matrix file's own workloads (path:).",
+        "--matrix", "-m", help="Also this matrix file's own workloads (path:, command:).",
         show_default=False, exists=True, dir_okay=False)] = None,
 ) -> None:
     """List the workloads a matrix can name (built-in, installed packages', and with
@@ -223,7 +223,7 @@ def workloads(
     if name is None:
         show_workloads(_console(), matrix)
     else:
-        show_workload(name, _console())
+        show_workload(name, _console(), matrix)
 
 
 @app.command(name="new-workload")

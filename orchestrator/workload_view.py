@@ -4,11 +4,13 @@ declarations (defaults.yaml) without importing any framework."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.report.markdown import plain_text
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 from orchestrator.workload_registry import (
     ParamDecl,
@@ -19,33 +21,49 @@ from orchestrator.workload_registry import (
 
 
 def show_workloads(console: Console, matrix: Path | None = None) -> None:
-    """One row per workload: where it comes from, what it counts, what it needs; with
-    `matrix`, that matrix's own workloads too (registered as it is loaded)."""
-    own: list[str] = []
-    if matrix is not None:
-        from orchestrator.spec.load import load_spec
-
-        own = list(load_spec(matrix).workload_folders())
-    table = Table(title="workloads (`matrix workloads NAME` lists one's parameters)")
-    for column in ("name", "source", "item unit", "framework", "presets", "description"):
-        table.add_column(column)
+    """Two lines per workload, readable at 80 columns: its name, where it comes from, what
+    it counts, its framework and presets; then what it is. With `matrix`, that matrix's own
+    workloads too (`path:` and `command:`, registered as it is loaded)."""
+    own = own_workloads(matrix)
+    console.print("workloads (`matrix workloads NAME` lists one's parameters)\n",
+                  highlight=False)
     # a package's workload named like a built-in or a folder is hidden by it: list it once
     for name in dict.fromkeys([*available_workloads(), *own, *package_workloads()]):
         try:
             info = load_workload(name)
         except WorkloadPackageError as exc:  # one broken package hides no other workload
-            table.add_row(name, package_workloads()[name].source, "-", "-", "-", str(exc))
+            _entry(console, f"{name}  {package_workloads()[name].source}: cannot load", str(exc))
             continue
         chooser = next((p for p, decl in info.params.items() if decl.stack_framework), None)
-        framework = info.framework or (f"by {chooser}" if chooser else "any")
-        table.add_row(name, workload_source(name), info.item_unit, framework,
-                      ", ".join(info.presets) or "-", info.description)
-    console.print(table)
+        framework = info.framework or (f"by {chooser}" if chooser else "any framework")
+        presets = f"; presets {', '.join(info.presets)}" if info.presets else ""
+        _entry(console, f"{name}  {workload_source(name)}; counts {info.item_unit}s; "
+                        f"{framework}{presets}", info.description)
 
 
-def show_workload(name: str, console: Console) -> None:
-    """The workload's parameters: type, default, what is allowed, and what each means.
-    UnknownWorkloadError (one line at the CLI) for a name no workload has."""
+def own_workloads(matrix: Path | None) -> list[str]:
+    """The workloads `matrix` declares itself (`path:`, `command:`), registered; [] for none."""
+    if matrix is None:
+        return []
+    from orchestrator.spec.load import load_spec
+
+    return [w.name for w in load_spec(matrix).workloads if w.path or w.command]
+
+
+def _entry(console: Console, head: str, description: str) -> None:
+    width = max(console.width, 40)
+    lines = textwrap.wrap(plain_text(head), width, subsequent_indent="    ",
+                          break_on_hyphens=False)
+    lines += textwrap.wrap(plain_text(description), width, initial_indent="    ",
+                           subsequent_indent="    ", break_on_hyphens=False)
+    console.print("\n".join(lines), highlight=False, markup=False, soft_wrap=True)
+
+
+def show_workload(name: str, console: Console, matrix: Path | None = None) -> None:
+    """The workload's parameters: type, default, what is allowed, and what each means; with
+    `matrix`, one of that matrix's own workloads too. UnknownWorkloadError (one line at the
+    CLI) for a name no workload has."""
+    own_workloads(matrix)
     info = load_workload(name)
     console.print(f"{name} ({workload_source(name)}, version {info.version}): "
                   f"{info.description}\n"

@@ -98,14 +98,37 @@ def test_the_worker_imports_nothing_heavy_of_its_own(tmp_path):
 def test_workloads_lists_every_workload_with_what_it_counts(tmp_path):
     from orchestrator.workload_registry import available_workloads, load_workload
 
-    result = run_cli("workloads", cwd=tmp_path)
+    result = run_cli("workloads", cwd=tmp_path, env={"COLUMNS": "80"})
     assert result.returncode == 0, result.stderr
-    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines()
-            if line.startswith("│") and line.split("│")[1].strip()}
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80  # readable in a terminal of 80 columns
+    rows = {line.split()[0]: line for line in lines[2:] if not line.startswith(" ")}
     assert set(rows) == set(available_workloads())
     for name, line in rows.items():
-        assert f"│ {load_workload(name).item_unit} " in line, line
+        assert f"; counts {load_workload(name).item_unit}s;" in line, line
     assert "by backend" in rows["keras_lstm"]  # its framework is the backend parameter's
+
+
+def test_workloads_with_a_matrix_lists_and_shows_its_own(tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("defaults.yaml", "workload.py"):
+        (folder / name).write_text((PROJECT / "workloads" / "sleep" / name).read_text())
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("name: own\nhardware: [{name: box, kind: local}]\n"
+                      "stacks: [{name: here, executor: process}]\nworkloads:\n"
+                      "  - {name: my_sleep, path: mine}\n"
+                      "  - {name: my_script, command: [python, train.py, '{n}'], "
+                      "params: {n: [1, 2]}}\n")
+    listed = run_cli("workloads", "-m", str(matrix), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert f"my_sleep  path {folder}; counts samples;" in listed.stdout
+    assert "my_script  command; counts samples;" in listed.stdout
+    one = run_cli("workloads", "my_script", "-m", str(matrix), cwd=tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert "my_script (command, version command+" in one.stdout
+    assert next(line for line in one.stdout.splitlines() if line.startswith("│ n "))
 
 
 def test_workloads_name_lists_its_parameters_and_a_wrong_name_is_one_line(tmp_path):
