@@ -16,7 +16,7 @@ import functools
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -104,6 +104,21 @@ class WorkloadInfo(BaseModel):
     metrics: tuple[str, ...] = ()  # workload-specific measurement columns, units in their names
     estimate_s_per_epoch: dict[str, float] = Field(default_factory=dict)  # by preset, for plans
 
+    @model_validator(mode="before")
+    @classmethod
+    def _presets_are_choosable(cls, raw: Any) -> Any:
+        """A workload with presets and no `preset` parameter of its own gets one, so that
+        `preset: tiny` works from `presets:` alone: "" (none) by default, in the identity
+        only when set, so no id of an earlier run moves."""
+        if isinstance(raw, dict) and raw.get("presets") and isinstance(raw.get("params"), dict) \
+                and "preset" not in raw["params"]:
+            presets = [str(name) for name in raw["presets"]]
+            raw = {**raw, "params": {**raw["params"], "preset": {
+                "type": "str", "default": "", "choices": ["", *presets],
+                "in_identity": "when_not_default",
+                "help": f"one of the presets ({', '.join(presets)}), or none"}}}
+        return raw
+
     @property
     def device_param(self) -> str | None:
         """The parameter that sets the count of devices the workload trains on, if any."""
@@ -122,7 +137,7 @@ class WorkloadInfo(BaseModel):
                     raise ValueError(f"preset {preset!r}, {key}: {problem}")
         if "preset" in self.params:
             for choice in self.params["preset"].choices or ():
-                if choice not in self.presets:
+                if choice not in self.presets and choice != "":  # "": none
                     raise ValueError(f"preset {choice!r} is a choice but has no entry in presets")
         return self
 

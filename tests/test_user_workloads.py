@@ -16,6 +16,7 @@ from orchestrator.plan.cells import expand
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
 from tests.conftest import (
+    PROJECT,
     assert_refused_in_one_line,
     assert_statuses,
     journal,
@@ -88,9 +89,13 @@ def test_a_folder_outside_the_project_runs_and_reports_like_a_built_in(tmp_path)
     assert again.returncode == 0, again.stderr
     assert "## my_model" in (run_dir / "report.md").read_text()
     shutil.move(tmp_path / "my_model", tmp_path / "elsewhere")
-    gone = run_cli("report", str(run_dir), cwd=tmp_path)
-    assert gone.returncode == 2
-    assert "came from" in gone.stderr and "put it back" in gone.stderr
+    gone = run_cli("report", str(run_dir), cwd=tmp_path)  # from the recorded declaration
+    assert gone.returncode == 0, gone.stderr
+    assert "came from" in gone.stderr and "reported from its recorded declaration" in gone.stderr
+    assert "## my_model" in (run_dir / "report.md").read_text()
+    (run_dir / "workloads.json").unlink()  # a run made before runs kept it
+    older = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert older.returncode == 2 and "put it back" in older.stderr
 
 
 def config_ids(root: Path) -> list[str]:
@@ -163,3 +168,27 @@ def test_a_folder_that_is_no_workload_is_one_line_and_nothing_runs(tmp_path, ent
     write(tmp_path / "broken" / "defaults.yaml", 'version: "1"\nitem_unit: sample\n')
     write(tmp_path / "broken" / "workload.py", "def run(ctx):\n    pass\n")
     assert_refused_in_one_line(tmp_path, entry, where, problem)
+
+
+def test_a_preset_works_from_presets_alone(tmp_path):
+    """A workload declares `presets:` and no `preset` parameter (issue 43): the matrix's
+    `preset: quick` is taken, and a cell without it is at the defaults, `preset` unset."""
+    folder = tmp_path / "mine"
+    shutil.copytree(PROJECT / "workloads" / "sleep", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    defaults = folder / "defaults.yaml"
+    defaults.write_text(defaults.read_text().replace("presets: {}",
+                                                     "presets: {quick: {seconds: 0.01}}"))
+    matrix = write(tmp_path / "m.yaml", """
+        name: presets
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads:
+          - {name: my_sleep, path: mine, preset: [quick, ""]}
+        """)
+    cells = sorted(expand(load_spec(matrix)), key=lambda c: c.params["seconds"])
+    assert [(c.params["preset"], c.params["seconds"]) for c in cells] == [("quick", 0.01),
+                                                                          ("", 1.0)]
+    shown = run_cli("workloads", "my_sleep", "-m", str(matrix), cwd=tmp_path)
+    assert "one of the presets (quick), or none" in " ".join(shown.stdout.split())
+    assert "preset quick: seconds=0.01" in shown.stdout
