@@ -275,3 +275,20 @@ def running_with(marker: str) -> list[Path]:
         except OSError:  # it ended while we looked
             pass
     return found
+
+
+def test_a_script_that_ignores_its_epochs_is_flagged(tmp_path):
+    write(tmp_path / "train.py", TRAIN)  # its --epochs defaults to 1
+    matrix = write(tmp_path / "m.yaml", """
+        name: short
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads:
+          - {name: deaf, command: [python, train.py, --batch-size, "8"], epochs: 3}
+        """)
+    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = cell_records(tmp_path / "reports" / "short")
+    assert cell["status"] == "ok" and cell["flags"] == ["fewer_epochs"]
+    assert cell["error"] == ("fewer_epochs: the script reported 1 of the 3 epoch(s) asked "
+                             "(does its command pass {epochs}?)")

@@ -119,6 +119,9 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
     if exit.leftovers:
         flags.append(Flag.LEFT_PROCESSES)
         reasons.append(leftover_reason(list(exit.leftovers)))
+    if short := _fewer_epochs(cell, measurements):
+        flags.append(Flag.FEWER_EPOCHS)
+        reasons.append(short)
     if reasons and status is Status.OK:
         message = "; ".join(reasons)
     cell_record = CellRecord(
@@ -285,6 +288,16 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
         flags.append(Flag.THROTTLED)
         reasons.append(f"throttled while timing: {', '.join(throttled)}")
     return flags, reasons
+
+
+def _fewer_epochs(cell: Cell, measurements: list[MeasurementRecord]) -> str | None:
+    """Why a command's script, timed by its client, ran fewer epochs than the cell asked
+    (one that ignores {epochs} ends ok with less work than its configuration says)."""
+    timed = {m.epoch for m in measurements if m.timing == "steps"}
+    if cell.command is None or not timed or len(timed) >= cell.epochs:
+        return None
+    return (f"fewer_epochs: the script reported {len(timed)} of the {cell.epochs} epoch(s) "
+            "asked (does its command pass {epochs}?)")
 
 
 def _oversubscribed(cell: Cell, provenance: ProvenanceRecord) -> str | None:

@@ -97,6 +97,7 @@ class Flag(StrEnum):
     WARMUP_DOMINATED = "warmup_dominated"  # warm-up took longer than the timed steps
     OVERSUBSCRIBED = "oversubscribed"  # more CPU workers than the cores the cell had
     LEFT_PROCESSES = "left_processes"  # processes it started outlived it (ended by then)
+    FEWER_EPOCHS = "fewer_epochs"  # a command's script reported fewer epochs than asked
     # judged from the node's measured ceiling (report/ceilings.py), never stored by a cell:
     ABOVE_CEILING = "above_ceiling"  # faster than its node's measured ceiling
     BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 70% of the datasheet
