@@ -16,13 +16,14 @@ import functools
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from orchestrator.code_identity import code_hash
 from orchestrator.errors import MatrixError, UnknownWorkloadError
+from orchestrator.worker.units import ITEM_UNIT_PATTERN
 from orchestrator.worker.workload_code import optional_module, workload_package
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 
@@ -31,7 +32,8 @@ FOLDER_CODE = ("*.py", "defaults.yaml")  # what a user folder's code hash covers
 
 Scalar = bool | int | float | str
 ParamType = Literal["int", "float", "bool", "str"]
-ItemUnit = Literal["word", "token", "sample", "example", "second"]
+# any plain word (worker/units.py): word, token, sample, image, frame, graph, molecule...
+ItemUnit = Annotated[str, Field(pattern=ITEM_UNIT_PATTERN)]
 
 _PY_TYPES: dict[str, tuple[type, ...]] = {
     "int": (int,),

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.report.markdown import plain_text
+from orchestrator.worker.units import plural
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 from orchestrator.workload_registry import (
     ParamDecl,
@@ -37,7 +38,7 @@ def show_workloads(console: Console, matrix: Path | None = None) -> None:
         chooser = next((p for p, decl in info.params.items() if decl.stack_framework), None)
         framework = info.framework or (f"by {chooser}" if chooser else "any framework")
         presets = f"; presets {', '.join(info.presets)}" if info.presets else ""
-        _entry(console, f"{name}  {workload_source(name)}; counts {info.item_unit}s; "
+        _entry(console, f"{name}  {workload_source(name)}; counts {plural(info.item_unit)}; "
                         f"{framework}{presets}", info.description)
 
 
@@ -67,7 +68,7 @@ def show_workload(name: str, console: Console, matrix: Path | None = None) -> No
     info = load_workload(name)
     console.print(f"{name} ({workload_source(name)}, version {info.version}): "
                   f"{info.description}\n"
-                  f"throughput counts {info.item_unit}s; {info.epochs} epoch(s) and a "
+                  f"throughput counts {plural(info.item_unit)}; {info.epochs} epoch(s) and a "
                   f"{info.timeout_s:g} s timeout per cell unless the matrix says otherwise",
                   highlight=False)
     table = Table(title=f"{len(info.params)} parameters")

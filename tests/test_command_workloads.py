@@ -292,3 +292,25 @@ def test_a_script_that_ignores_its_epochs_is_flagged(tmp_path):
     assert cell["status"] == "ok" and cell["flags"] == ["fewer_epochs"]
     assert cell["error"] == ("fewer_epochs: the script reported 1 of the 3 epoch(s) asked "
                              "(does its command pass {epochs}?)")
+
+
+def test_any_plain_word_is_a_unit_and_is_shown_in_its_plural(tmp_path):
+    write(tmp_path / "train.py", TRAIN)
+    matrix = write(tmp_path / "m.yaml", """
+        name: images
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads:
+          - name: vision
+            command: [python, train.py, --batch-size, "{batch_size}"]
+            params: {batch_size: 8}
+            item_unit: image
+        """)
+    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = (tmp_path / "reports" / "images" / "report.md").read_text()
+    assert "train images/s" in report and "sample/s" not in report
+    (tmp_path / "bad").mkdir()
+    assert_refused_in_one_line(tmp_path / "bad", "{name: s, command: [python, train.py], "
+                                         "item_unit: two words}", "workloads[0].item_unit",
+                               "'two words' is not an item unit: one plain lowercase word")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.dashboard.data import page_name
 from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_tflops, fmt_usd, present
+from orchestrator.worker.units import plural
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -225,7 +226,7 @@ def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
     priced = [(label, r) for label, r in zip(labels, records, strict=True)
               if present(r["usd_per_million_items"])]
     charts.append(Chart(id=f"cost-{workload}", title="cost per million items", type="bar",
-                        x_label="configuration", y_label=f"$ per million {unit}s",
+                        x_label="configuration", y_label=f"$ per million {plural(unit)}",
                         labels=[label for label, _ in priced], horizontal=True,
                         datasets=[Dataset("$ / M items",
                                           [float(r["usd_per_million_items"]) for _, r in priced],

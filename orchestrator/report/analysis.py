@@ -16,6 +16,7 @@ from orchestrator.plan.repeats import settled
 from orchestrator.report.judge import devices_column
 from orchestrator.report.markdown import fmt, fmt_rate, present
 from orchestrator.results.records import Flag
+from orchestrator.worker.units import plural
 from orchestrator.workload_registry import device_param_columns
 
 if TYPE_CHECKING:
@@ -271,11 +272,11 @@ def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
         return []
     fastest = candidates.loc[candidates["items_per_s"].idxmax()]
     choices = [Choice("fastest", fastest["config_id"],
-                      f"{fmt_rate(fastest['items_per_s'])} {unit}s/s" + noise_note(fastest))]
+                      f"{fmt_rate(fastest['items_per_s'])} {plural(unit)}/s" + noise_note(fastest))]
     priced = candidates[candidates["usd_per_million_items"].notna()]
     if not priced.empty:
         cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]
-        choices.append(Choice(f"cheapest per million {unit}s", cheapest["config_id"],
+        choices.append(Choice(f"cheapest per million {plural(unit)}", cheapest["config_id"],
                               f"${cheapest['usd_per_million_items']:.4g} per million"
                               + noise_note(cheapest)))
         per_epoch = priced.loc[priced["epoch_cost_usd"].idxmin()]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.report.analysis import config_labels, twin_keys
 from orchestrator.report.markdown import MIB
 from orchestrator.results.store import atomic_write
+from orchestrator.worker.units import plural
 from orchestrator.workload_registry import device_param_columns
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def cost(summary: pd.DataFrame, workload: str, unit: str) -> Figure | None:
     if priced is None or priced.empty:
         return None
     figure, axes = _figure(f"{workload}: throughput against cost",
-                           f"$ per million {unit}s", f"{unit}s per second")
+                           f"$ per million {plural(unit)}", f"{plural(unit)} per second")
     implausible = priced["flags"].str.contains("implausible", na=False)
     axes.scatter(priced["usd_per_million_items"], priced["items_per_s"],
                  c=["red" if bad else "tab:blue" for bad in implausible])

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
+from orchestrator.worker.units import plural
 from orchestrator.worker.workload_code import optional_module
 from orchestrator.workload_registry import importable
 
@@ -34,7 +35,7 @@ def scaling(summary: pd.DataFrame, unit: str) -> list[str]:
                      f"{row['train_s']:.3f}", fmt_rate(row["items_per_s"]),
                      f"{row['speedup_ratio']:.2f}", f"{row['parallel_efficiency_fraction']:.0%}"]
                     for _, row in ordered.iterrows()], ordered)
-    headers = ["where", "devices", *(["batch"] if batch else []), "timed s", f"{unit}s/s",
+    headers = ["where", "devices", *(["batch"] if batch else []), "timed s", f"{plural(unit)}/s",
                "speedup", "efficiency"]
     return ["### Scaling, as seed 003 published it", "",
             "Speedup: throughput over that of the same settings on one device (GPU, or "

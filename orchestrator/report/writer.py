@@ -39,6 +39,7 @@ from orchestrator.report.plots import labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
 from orchestrator.results.store import atomic_write
+from orchestrator.worker.units import plural
 from orchestrator.workload_registry import load_workload
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     has_target = bool(summary["target_cv"].notna().any())
     headers = ["hardware", "stack", *(c.removeprefix("param.") for c in varying),
                "n", "s/epoch", "timed s", *["warm-up s"] * has_warmup, "ms/step",
-               f"train {unit}s/s", "spread", *["CV/repeat"] * has_target]
+               f"train {plural(unit)}/s", "spread", *["CV/repeat"] * has_target]
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
     has_peak = bool(summary["achieved_flops"].notna().any())
@@ -181,12 +182,12 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     has_scaling = bool(summary["speedup_ratio"].notna().any())
     has_cost = bool(summary["usd_per_million_items"].notna().any())
     headers[2:2] = ["devices"] * has_devices
-    headers += [f"eval {unit}s/s"] * has_eval + [metric_heading(m) for m in metrics]
+    headers += [f"eval {plural(unit)}/s"] * has_eval + [metric_heading(m) for m in metrics]
     headers += ["GPU mem MiB"] * has_gpu_mem
     headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak),
                 *["% of ceiling"] * has_ceiling]
     headers += ["speedup", "efficiency"] * has_scaling
-    headers += ["$/epoch", f"$/M {unit}s"] * has_cost + ["flags"]
+    headers += ["$/epoch", f"$/M {plural(unit)}"] * has_cost + ["flags"]
     body = []
     for _, row in summary.iterrows():
         cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_devices),
@@ -239,10 +240,11 @@ def _caption(unit: str, has_warmup: bool, has_target: bool, has_cost: bool) -> s
     """What the workload table's columns mean, for the columns it has."""
     times = (f"s/epoch is the whole epoch as you wait for it (warm-up, training, "
              f"evaluation); timed s is its training steps after warm-up, from which ms/step "
-             f"and {unit}s/s come")
+             f"and {plural(unit)}/s come")
     if has_warmup:
         times += ", and warm-up s the first epoch's warm-up (compilation included)"
-    noise = f"Spread = (max - min) / median of train {unit}s/s, noisy above {NOISY_SPREAD:.0%}"
+    noise = (f"Spread = (max - min) / median of train {plural(unit)}/s, noisy above "
+             f"{NOISY_SPREAD:.0%}")
     if has_target:
         noise += "; CV/repeat: the coefficient of variation of the repeats' median throughput"
     if has_cost:

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.worker.units import ITEM_UNIT_PATTERN
+
 SCHEMA_VERSION = 4
 # Version history, and how a record of each older version is upgraded to the next one
 # (ResultStore.read applies them in turn, so any older journal stays readable):
@@ -125,7 +127,7 @@ class MeasurementRecord(_Identity):
     timing: Timing = "steps"
     train_s: float | None = Field(default=None, gt=0)
     items: float | None = Field(default=None, gt=0)
-    item_unit: Literal["word", "token", "sample", "example", "second"]
+    item_unit: str = Field(pattern=ITEM_UNIT_PATTERN)  # any plain word (worker/units.py)
     items_per_s: float | None = Field(default=None, gt=0)
     eval_s: float | None = None
     eval_items_per_s: float | None = None

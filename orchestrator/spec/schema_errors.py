@@ -36,6 +36,9 @@ def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel])
         return doc.error(loc, f"{given!r} is not allowed (expected {ctx['expected']})")
     if kind == "too_short":
         return doc.error(loc, "must not be empty")
+    if kind == "string_pattern_mismatch" and loc and loc[-1] == "item_unit":
+        return doc.error(loc, f"{given!r} is not an item unit: one plain lowercase word, "
+                              "singular (e.g. image)")
     if kind == "string_pattern_mismatch":
         return doc.error(loc, f"{given!r} is not a valid name (letters, digits, '.', '_', '-')")
     if kind == "string_too_long":

@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
 from orchestrator.worker.profiling import EpochProfiler
+from orchestrator.worker.units import plural
 from orchestrator.worker.workload_code import optional_module
 
 
@@ -174,8 +175,8 @@ def epoch_line(record: dict[str, Any], epochs: int) -> str:
     """One epoch's figures as the cell's log shows them."""
     unit = record["item_unit"]
     line = (f"matrix-bench: epoch {record['epoch']}/{epochs}: "
-            f"{record['items_per_s']:,.4g} {unit}s/s over {record['steps']} timed steps "
-            f"({record['items']:,.0f} {unit}s in {record['train_s']:.4g} s; "
+            f"{record['items_per_s']:,.4g} {plural(unit)}/s over {record['steps']} timed steps "
+            f"({record['items']:,.0f} {plural(unit)} in {record['train_s']:.4g} s; "
             f"{record['warmup_steps']} warm-up steps in {record.get('warmup_s') or 0:.3g} s; "
             f"epoch {record['epoch_s']:.4g} s)")
     peak = record.get("mem_alloc_peak_bytes")
