@@ -103,6 +103,8 @@ def test_a_run_reports_and_compares_after_its_workload_folder_is_gone(tmp_path):
     done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "gone"
+    # a folder without flops.py: the report says once why it has no TFLOP/s
+    assert (run_dir / "report.md").read_text().count("No FLOP model, so no TFLOP/s") == 1
     shutil.rmtree(folder)
 
     report = run_cli("report", str(run_dir), cwd=tmp_path)

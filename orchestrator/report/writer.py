@@ -40,7 +40,7 @@ from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
 from orchestrator.results.store import atomic_write
 from orchestrator.worker.units import plural
-from orchestrator.workload_registry import load_workload
+from orchestrator.workload_registry import load_workload, workload_source
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -226,8 +226,14 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                "bound), % of ceiling against what the node's dense products reached "
                "(Environment: measured ceilings)." if has_ceiling else ""), "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
+            *([NO_FLOP_MODEL, ""] if not has_peak and workload_source(workload).startswith(
+                ("path", "package")) else []),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
             *plots]
+
+
+NO_FLOP_MODEL = ("No FLOP model, so no TFLOP/s or % of peak: add `flops.py` to the "
+                 "workload (docs/WORKLOADS.md).")
 
 
 def metric_heading(metric: str) -> str:
