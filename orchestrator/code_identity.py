@@ -7,14 +7,19 @@ written in a canonical form that leaves out empty fields, so the same source has
 same on Python 3.11 and later (whose trees gain fields such as `type_params`). A YAML or
 JSON file counts by the data it holds; any other file, or one that does not parse, by its
 bytes. Each file counts with its path relative to the workload's folder.
+
+`git_revision` names the commit a folder's code is at, where it is in a git work tree: the
+tool's own and a user's workload's, recorded as provenance beside the hash.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,3 +74,20 @@ def _plain(node: object) -> object:
     if isinstance(node, list):
         return [_plain(item) for item in node]
     return repr(node)
+
+
+@functools.cache
+def git_revision(folder: Path) -> str | None:
+    """The commit of the git work tree `folder` is in ("+dirty" where its tracked files
+    changed since); None outside one, or without git."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True,
+                              text=True, check=True, timeout=10).stdout.strip()
+
+    try:
+        revision = git("rev-parse", "HEAD")
+        if git("status", "--porcelain", "--untracked-files=no", "--", "."):
+            revision += "+dirty"
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return revision or None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,16 @@ workloads:
 """
 
 
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
 def sweep(root: Path, copy_to: str, workload: str = "trainer", code: str = TRAIN) -> Path:
-    """Run the matrix of `workload` on `code`, keep its run directory as `copy_to`."""
+    """Commit `code` as train.py, run the matrix of `workload` on it, keep its run
+    directory as `copy_to`."""
     write(root / "train.py", code)
+    subprocess.run([*GIT, "add", "train.py"], cwd=root, check=True)
+    subprocess.run([*GIT, "commit", "-q", "--allow-empty", "-m", copy_to], cwd=root,
+                   check=True)
     matrix = write(root / "m.yaml", MATRIX.format(workload=workload))
     done = run_cli("run", str(matrix), "--no-ray", "--db", f"sqlite:///{root / 'r.db'}",
                    cwd=root)
@@ -49,6 +57,7 @@ def versions(run_dir: Path) -> set[str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
     """(folder, run before the change, run after it, run of another workload)."""
     root = tmp_path_factory.mktemp("code_changes")
+    subprocess.run([*GIT, "init", "-q"], cwd=root, check=True)  # the user's work tree
     before = sweep(root, "before")
     after = sweep(root, "after", code=TRAIN.replace("5000", "5001"))  # a real change
     other = sweep(root, "other", workload="another")
@@ -63,7 +72,9 @@ def test_compare_matches_a_configuration_across_a_code_change_and_names_both(run
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert re.search(r"box .*\d/\d .*(regression|improvement|equivalent|inconclusive|too "
                      r"few repeats)", done.stdout), done.stdout
-    assert f"code changed: box: {old} -> {new}" in done.stdout
+    found = re.search(r"code changed: box: (\S+) \(git ([0-9a-f]{12})\) -> (\S+) \(git "
+                      r"([0-9a-f]{12})\)", " ".join(done.stdout.split()))
+    assert found and (found[1], found[3]) == (old, new) and found[2] != found[4], done.stdout
     assert "0 configuration(s) with ok samples in one run only" in done.stdout
 
 

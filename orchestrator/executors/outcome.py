@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.code_identity import git_revision
 from orchestrator.executors.ceilings import measured_here, node_name, remember
 from orchestrator.executors.leftovers import leftover_reason
 from orchestrator.executors.logs import cap_log, tail_of
@@ -97,6 +98,9 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
              "node": node_name()}
     if cell.workload_dir is not None:
         extra["workload_dir"] = cell.workload_dir
+    if (code := cell.workload_dir or cell.command_cwd) and (
+            revision := git_revision(Path(code))):
+        extra["workload_revision"] = revision  # beside the code hash: which commit it was
     provenance = _provenance(identity, raw, tool, extra)
     remember(cell, files.run_root, provenance)
     measurements, invalid = _measurements(cell, identity, raw, provenance)

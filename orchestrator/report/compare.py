@@ -216,9 +216,20 @@ def code_change(base: pd.DataFrame, new: pd.DataFrame, config_id: str
     """(BASE's version, NEW's) of the configuration's workload where its code changed."""
     if "workload_version" not in base or "workload_version" not in new:
         return None
-    versions = [", ".join(sorted(set(df.loc[df["config_id"] == config_id, "workload_version"]
-                                     .dropna().astype(str)))) for df in (base, new)]
+    versions = [", ".join(sorted(_code_versions(df[df["config_id"] == config_id])))
+                for df in (base, new)]
     return (versions[0], versions[1]) if versions[0] != versions[1] else None
+
+
+def _code_versions(rows: pd.DataFrame) -> set[str]:
+    """Each workload version of `rows`, with its git revision where one was recorded."""
+    revisions = rows["workload_revision"] if "workload_revision" in rows else \
+        rows["workload_version"].map(lambda _: None)
+    return {str(version) + (f" (git {str(revision)[:12]}"
+                            + ("+dirty" if str(revision).endswith("+dirty") else "") + ")"
+                            if isinstance(revision, str) else "")
+            for version, revision in zip(rows["workload_version"], revisions, strict=True)
+            if isinstance(version, str)}
 
 
 def ceiling_fractions(df: pd.DataFrame) -> dict[str, float]:

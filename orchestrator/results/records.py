@@ -253,6 +253,9 @@ class ProvenanceRecord(_Identity):
     # the workload's version as its config_id hashed it: declared, plus a folder's code hash
     # or an installed package's release (e.g. 2+acme-bench-0.3.1)
     workload_version: str | None = None
+    # the git commit of the user's workload folder or command folder, where it is in a work
+    # tree ("+dirty": changed since): what `compare` names beside the code hash
+    workload_revision: str | None = None
 
 
 Record = MeasurementRecord | CellRecord | ProvenanceRecord

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import subprocess
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 from rich.console import Console
 
 from orchestrator import __version__
+from orchestrator.code_identity import git_revision
 from orchestrator.database.live import SweepIndex
 from orchestrator.errors import DriverNodeLost
 from orchestrator.executors import remove_leftovers
@@ -78,17 +78,7 @@ def run_dir_for(spec: MatrixSpec, output: Path | None) -> Path:
 
 def tool_info() -> ToolInfo:
     """This tool's version and git revision ("+dirty" when the tree has changes)."""
-    try:
-        def git(*args: str) -> str:
-            return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True,
-                                  text=True, check=True, timeout=10).stdout.strip()
-
-        revision = git("rev-parse", "HEAD")
-        if git("status", "--porcelain", "--untracked-files=no"):
-            revision += "+dirty"
-    except (OSError, subprocess.SubprocessError):
-        revision = None
-    return ToolInfo(version=__version__, git_revision=revision)
+    return ToolInfo(version=__version__, git_revision=git_revision(PROJECT_ROOT))
 
 
 def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> SweepSummary:
