@@ -82,12 +82,14 @@ def declaration(entry: WorkloadEntry, cwd: Path,
                 "item_unit": entry.item_unit, "metrics": entry.metrics}
     digest = hashlib.sha256(json.dumps(declared, sort_keys=True).encode())
     code = [p for p in cwd_code(cwd) if matrix_file is None or p != matrix_file.resolve()]
-    digest.update(code_hash(identity_files(entry, cwd, matrix_file), cwd).encode())
+    its_code = code_hash(identity_files(entry, cwd, matrix_file), cwd)
+    if entry.code_hash:
+        digest.update(its_code.encode())
     return WorkloadInfo(
         name=entry.name, version=f"command+{digest.hexdigest()[:HASH_LENGTH]}",
         description=f"command: {shlex.join(entry.command)}",
-        item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics)
-    ), code
+        item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics),
+        code_hash=entry.code_hash, code=its_code), code
 
 
 def placeholders(argument: str, key: tuple[str | int, ...] = ()) -> list[str]:

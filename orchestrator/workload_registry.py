@@ -105,6 +105,10 @@ class WorkloadInfo(BaseModel):
     timeout_s: float = Field(default=3600, gt=0)
     metrics: tuple[str, ...] = ()  # workload-specific measurement columns, units in their names
     estimate_s_per_epoch: dict[str, float] = Field(default_factory=dict)  # by preset, for plans
+    # a user's workload: whether the hash of its code joins its version (and so its ids);
+    # false: the declared version alone is its identity, the hash only provenance
+    code_hash: bool = True
+    code: str | None = None  # the hash of its code (code_identity.py), filled in when found
 
     @model_validator(mode="before")
     @classmethod
@@ -240,7 +244,7 @@ def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
         if not (folder / needed).is_file():
             raise WorkloadFolderError(f"{folder} is not a workload folder: it has no {needed}")
     info = _read_declaration(name, folder / "defaults.yaml", WorkloadFolderError)
-    info = info.model_copy(update={"version": f"{info.version}+{folder_code_hash(folder)}"})
+    info = with_code(info, folder_code_hash(folder))
     _FOLDERS[name] = folder.resolve()
     _COMMANDS.pop(name, None)
     _LOADED[name] = info
@@ -253,6 +257,12 @@ def folder_code(folder: Path) -> list[Path]:
     return sorted({p for pattern in FOLDER_CODE for p in folder.rglob(pattern)
                    if "__pycache__" not in p.parts and p.is_file()
                    and not p.name.startswith("test_") and p.name != "conftest.py"})
+
+
+def with_code(info: WorkloadInfo, code: str) -> WorkloadInfo:
+    """`info` with the hash of its code: joined to its version unless it opted out."""
+    version = f"{info.version}+{code}" if info.code_hash else info.version
+    return info.model_copy(update={"version": version, "code": code})
 
 
 def folder_code_hash(folder: Path) -> str:

@@ -137,3 +137,42 @@ def test_a_command_that_writes_into_its_own_folder_resumes_without_rerunning(tmp
     assert again.returncode == 0, again.stdout + again.stderr
     cells = [r for r in journal(tmp_path / "reports" / "cmd") if r["record"] == "cell"]
     assert len(cells) == 2 and "skipped: 2 already done" in again.stdout, again.stdout
+
+
+def test_a_workload_may_keep_its_code_out_of_its_identity(tmp_path):
+    from orchestrator.workload_registry import load_workload
+
+    folder = tmp_path / "mine"
+    new_workload("my_net", folder)
+    defaults = folder / "defaults.yaml"
+    defaults.write_text(defaults.read_text() + "code_hash: false\n")
+    matrix = write(tmp_path / "m.yaml", "name: own\nhardware: [{name: box, kind: local}]\n"
+                   "stacks: [{name: here, executor: process}]\n"
+                   "workloads: [{name: my_net, path: mine, preset: tiny}]\n")
+    first, code = folder_ids(matrix), load_workload("my_net").code
+    assert load_workload("my_net").version == "1" and code
+    write(folder / "workload.py", (folder / "workload.py").read_text() + "\nEXTRA = 1\n")
+    assert folder_ids(matrix) == first  # its declared version alone is its identity
+    assert load_workload("my_net").code not in (None, code)  # the hash, for provenance
+
+    write(tmp_path / "train.py", PLAIN)
+    write(tmp_path / "m.yaml", COMMAND.format(extra="    code_hash: false\n"))
+    commanded = command_ids(tmp_path)
+    write(tmp_path / "train.py", PLAIN.replace("sys.argv", "sys.argv[1:]"))
+    assert command_ids(tmp_path) == commanded
+    assert_refused_in_one_line(tmp_path / "mine", "{name: sleep, code_hash: false}",
+                               "workloads[0].code_hash", "only a command workload")
+
+
+def test_compare_names_the_code_where_the_version_leaves_it_out():
+    import pandas as pd
+
+    from orchestrator.report.compare import code_change
+
+    def side(code: str) -> pd.DataFrame:
+        return pd.DataFrame({"config_id": ["c"], "workload_version": ["1"],
+                             "workload_code": [code], "workload_revision": ["a" * 40]})
+
+    assert code_change(side("3fa2c9d01b2e"), side("9c0d1e2f3a4b"), "c") == (
+        "1 (code 3fa2c9d01b2e) (git aaaaaaaaaaaa)", "1 (code 9c0d1e2f3a4b) (git aaaaaaaaaaaa)")
+    assert code_change(side("3fa2c9d01b2e"), side("3fa2c9d01b2e"), "c") is None

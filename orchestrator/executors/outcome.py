@@ -101,6 +101,8 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
     if (code := cell.workload_dir or cell.command_cwd) and (
             revision := git_revision(Path(code))):
         extra["workload_revision"] = revision  # beside the code hash: which commit it was
+    if cell.workload_info is not None and cell.workload_info.code is not None:
+        extra["workload_code"] = cell.workload_info.code  # in its version, or opted out
     provenance = _provenance(identity, raw, tool, extra)
     remember(cell, files.run_root, provenance)
     measurements, invalid = _measurements(cell, identity, raw, provenance)

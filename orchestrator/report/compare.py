@@ -222,14 +222,22 @@ def code_change(base: pd.DataFrame, new: pd.DataFrame, config_id: str
 
 
 def _code_versions(rows: pd.DataFrame) -> set[str]:
-    """Each workload version of `rows`, with its git revision where one was recorded."""
-    revisions = rows["workload_revision"] if "workload_revision" in rows else \
-        rows["workload_version"].map(lambda _: None)
-    return {str(version) + (f" (git {str(revision)[:12]}"
-                            + ("+dirty" if str(revision).endswith("+dirty") else "") + ")"
-                            if isinstance(revision, str) else "")
-            for version, revision in zip(rows["workload_version"], revisions, strict=True)
-            if isinstance(version, str)}
+    """Each workload version of `rows`, with the hash of its code where its version leaves
+    it out (code_hash: false) and its git revision where one was recorded."""
+    def column(name: str) -> list[object]:
+        return list(rows[name]) if name in rows else [None] * len(rows)
+
+    found = set()
+    for version, code, revision in zip(column("workload_version"), column("workload_code"),
+                                       column("workload_revision"), strict=True):
+        if not isinstance(version, str):
+            continue
+        if isinstance(code, str) and code not in version:
+            version += f" (code {code})"
+        if isinstance(revision, str):
+            version += f" (git {revision[:12]}{'+dirty' if revision.endswith('+dirty') else ''})"
+        found.add(version)
+    return found
 
 
 def ceiling_fractions(df: pd.DataFrame) -> dict[str, float]:

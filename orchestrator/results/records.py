@@ -256,6 +256,9 @@ class ProvenanceRecord(_Identity):
     # the git commit of the user's workload folder or command folder, where it is in a work
     # tree ("+dirty": changed since): what `compare` names beside the code hash
     workload_revision: str | None = None
+    # the hash of a user's workload's code (code_identity.py), also where it opted out of
+    # its identity (code_hash: false)
+    workload_code: str | None = None
 
 
 Record = MeasurementRecord | CellRecord | ProvenanceRecord

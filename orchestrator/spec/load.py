@@ -92,8 +92,8 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
         if entry.command is not None:
             entry = _with_command(entry, doc, ("workloads", index))
         else:
-            for key in COMMAND_ONLY:
-                if getattr(entry, key):
+            for key in (*COMMAND_ONLY, "code_hash"):
+                if getattr(entry, key) if key != "code_hash" else not entry.code_hash:
                     raise doc.error(("workloads", index, key), "only a command workload "
                                     "(command:) takes this: a folder or package declares it "
                                     "in its defaults.yaml")

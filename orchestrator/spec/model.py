@@ -142,6 +142,8 @@ class WorkloadEntry(_Strict):
     # the script's code, as globs under cwd, which its version hashes (default: the script
     # the command names, plus the files git tracks under cwd); never the files it writes
     files: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    # false: the command's code is not part of its identity (only provenance)
+    code_hash: bool = True
     item_unit: ItemUnit | None = None  # what the script's steps count; default: sample
     # a parameter's type where its values do not say it (1 for a float): int, float, bool, str
     param_types: dict[str, ParamType] = Field(default_factory=dict)
