@@ -85,8 +85,11 @@ def declaration(entry: WorkloadEntry, cwd: Path,
     its_code = code_hash(identity_files(entry, cwd, matrix_file), cwd)
     if entry.code_hash:
         digest.update(its_code.encode())
+    # "+": a version that moves with the code (plan/identity.code_free_version); "-": one
+    # that does not (code_hash: false), its declaration's hash alone
+    joint = "+" if entry.code_hash else "-"
     return WorkloadInfo(
-        name=entry.name, version=f"command+{digest.hexdigest()[:HASH_LENGTH]}",
+        name=entry.name, version=f"command{joint}{digest.hexdigest()[:HASH_LENGTH]}",
         description=f"command: {shlex.join(entry.command)}",
         item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics),
         code_hash=entry.code_hash, code=its_code), code

@@ -224,6 +224,8 @@ def code_change(base: pd.DataFrame, new: pd.DataFrame, config_id: str
 def _code_versions(rows: pd.DataFrame) -> set[str]:
     """Each workload version of `rows`, with the hash of its code where its version leaves
     it out (code_hash: false) and its git revision where one was recorded."""
+    from orchestrator.plan.identity import code_free_version
+
     def column(name: str) -> list[object]:
         return list(rows[name]) if name in rows else [None] * len(rows)
 
@@ -232,7 +234,7 @@ def _code_versions(rows: pd.DataFrame) -> set[str]:
                                        column("workload_revision"), strict=True):
         if not isinstance(version, str):
             continue
-        if isinstance(code, str) and code not in version:
+        if isinstance(code, str) and code_free_version(version) == version:  # opted out
             version += f" (code {code})"
         if isinstance(revision, str):
             version += f" (git {revision[:12]}{'+dirty' if revision.endswith('+dirty') else ''})"

@@ -47,7 +47,7 @@ def recorded(store: ResultStore) -> pd.DataFrame:
     for name, info in declared.items():
         if name in folders or is_command(name):
             continue
-        if info.version.startswith("command+"):
+        if info.version.startswith(("command+", "command-")):
             register_command_workload(info)
         elif not _loads(name):  # a package workload whose package is not installed here
             warnings.warn(f"the run's workload {name} ({info.version}) is not installed here: "
