@@ -46,11 +46,12 @@ fi
 if [[ "${1:-}" == "--dev" ]]; then
     needed=()
     command -v g++ >/dev/null || command -v c++ >/dev/null || needed+=(g++)
+    command -v git >/dev/null || needed+=(git)  # the tests of your own code's ids make work trees
     .venv/bin/python -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
         needed+=("python$(.venv/bin/python -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-dev")
     if (( ${#needed[@]} )); then
-        step "installing ${needed[*]} from the distribution (apt; for torch.compile)"
+        step "installing ${needed[*]} from the distribution (apt; for torch.compile and git)"
         as_root apt-get update -qq
         DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${needed[@]}" >/dev/null
     fi
