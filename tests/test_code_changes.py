@@ -128,3 +128,22 @@ def test_a_run_reports_and_compares_after_its_workload_folder_is_gone(tmp_path):
     same = run_cli("compare", str(run_dir), str(run_dir), cwd=tmp_path)
     assert same.returncode == 0, same.stdout + same.stderr
     assert re.search(r"^box +1/1 .* 1\.000 .*too few repeats$", same.stdout, re.M), same.stdout
+
+
+def test_a_run_estimates_a_configuration_from_its_earlier_runs_in_the_store(tmp_path):
+    folder = tmp_path / "mine"
+    shutil.copytree(PROJECT / "workloads" / "sleep", folder,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    matrix = write(tmp_path / "m.yaml", """
+        name: estimated
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: my_sleep, path: mine, params: {seconds: 0.05}}]
+        """)
+    store = ["--db", f"sqlite:///{tmp_path / 'r.db'}", "--no-ray"]
+    first = run_cli("run", str(matrix), *store, "-o", str(tmp_path / "a"), cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "1 cells to run, no estimate yet (no earlier run of some cells)" in first.stdout
+    again = run_cli("run", str(matrix), *store, "-o", str(tmp_path / "b"), cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert re.search(r"1 cells to run, about \d+ s\b", again.stdout), again.stdout

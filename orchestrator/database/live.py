@@ -5,7 +5,7 @@ journals on; `matrix db import RUN` adds the run later (so does the next sweep o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from orchestrator.database.connection import StoreError
 from orchestrator.database.results_db import ResultsDB
@@ -48,6 +48,16 @@ class SweepIndex:
             self.key = run_key(attempt.cell)
         key, root = self.key, self.store.root
         self._guarded(lambda: self.results.write(key, root, [attempt]))
+
+    def walls(self, config_ids: Iterable[str]) -> dict[str, list[float]]:
+        """The store's wall times of these configurations' ok attempts in earlier runs, for
+        the plan's estimates; none once the store went away, or where it cannot answer."""
+        if self.lost:
+            return {}
+        try:
+            return self.results.walls(config_ids)
+        except StoreError:
+            return {}  # an estimate is not worth a warning; a write that fails says so
 
     def _guarded(self, write: Callable[[], object]) -> None:
         try:

@@ -9,7 +9,7 @@ With `repeats: {min, max, until_cv}` the plan holds the repeats the journal asks
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from orchestrator.errors import MatrixError
@@ -80,10 +80,13 @@ class Plan:
 
 def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
               only: Iterable[Selector] = (), cluster_hardware: set[str] | None = None,
-              rerun: bool = False, launch: bool = True) -> Plan:
+              rerun: bool = False, launch: bool = True,
+              earlier_walls: Callable[[set[str]], Mapping[str, list[float]]] | None = None
+              ) -> Plan:
     """Decide every cell's fate. `cluster_hardware`: the hardware names the nodes of an
     existing cluster offer (None: this machine, plus the nodes each hardware's provider
-    brings up where `launch`)."""
+    brings up where `launch`). `earlier_walls`: for configurations the journal has not
+    measured, their wall times in earlier runs (the results store), for estimates."""
     history = list(history)
     done = set() if rerun else done_cells(history)
     selectors = list(only)
@@ -107,6 +110,9 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
     may_add = [c for c in later if not _skip_reason(c, local, selectors, cluster_hardware, done,
                                                     launch)]
     walls = _walls_by_config(history)
+    if earlier_walls is not None:  # the results store: earlier runs of the same configuration
+        walls = {**earlier_walls({c.config_id for c in [*to_run, *may_add]} - set(walls)),
+                 **walls}
     estimate = {c.cell_id: _estimate(c, walls) for c in [*to_run, *may_add]}
     return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate, may_add=may_add)
 

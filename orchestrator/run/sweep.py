@@ -113,7 +113,7 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
 
 def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
                 console: Console, index: SweepIndex | None) -> SweepSummary:
-    sweep = _Sweep(spec, store, options, console)
+    sweep = _Sweep(spec, store, options, console, index)
     if not store.journal.exists():  # a new run: no node has measured its ceiling in it
         forget_ceilings(store.root)
     save_declarations(store.root, [load_workload(w.name) for w in spec.workloads
@@ -143,8 +143,9 @@ class _Sweep:
     checks), execute (images, then the cells here and on providers' nodes), finish."""
 
     def __init__(self, spec: MatrixSpec, store: ResultStore, options: SweepOptions,
-                 console: Console) -> None:
+                 console: Console, index: SweepIndex | None = None) -> None:
         self.spec, self.store, self.options, self.console = spec, store, options, console
+        self.index = index  # the results store: earlier runs' wall times, for estimates
         self.say = _printer(console)
         self.tool = tool_info()
         self.local = detect_local()
@@ -167,7 +168,8 @@ class _Sweep:
                          self.store.results() if history is None else history,
                          options.only, self.cluster_hardware,
                          options.rerun if rerun is None else rerun,
-                         launch=not options.no_ray if launch is None else launch)
+                         launch=not options.no_ray if launch is None else launch,
+                         earlier_walls=self.index.walls if self.index else None)
 
     def preflight(self, plan: Plan) -> tuple[dict[str, list[Cell]], dict[str, Price]]:
         """Before anything is built: the plan line, the cells each launching provider takes,
@@ -373,7 +375,9 @@ def _images_for(spec: MatrixSpec, cells: list[Cell], run_root: Path,
 
 def _print_plan_line(console: Console, plan: Plan, root: Path) -> None:
     estimate = plan.total_estimate_s()
-    eta = f", about {estimate / 60:.1f} min" if estimate else ""
+    eta = "" if not plan.to_run else (
+        ", no estimate yet (no earlier run of some cells)" if estimate is None else
+        f", about {estimate:.0f} s" if estimate < 60 else f", about {estimate / 60:.1f} min")
     reasons = Counter(s.reason.split(" (")[0] for s in plan.skipped)
     skipped = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
     more = f" (up to {len(plan.to_run) + len(plan.may_add)} by repeats: until_cv)" \
