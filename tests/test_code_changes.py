@@ -101,16 +101,21 @@ def test_history_follows_the_configuration_across_the_change(runs):
     assert len(re.findall(r"command\+[0-9a-f]{7}\b", trend.stdout)) == 2, trend.stdout
 
 
-def test_a_run_reports_and_compares_after_its_workload_folder_is_gone(tmp_path):
-    folder = tmp_path / "mine"
+def own_sleep(root: Path, run: str) -> tuple[Path, Path]:
+    """(a copy of the sleep workload as the user's folder `mine`, a matrix `run` of it)."""
+    folder = root / "mine"
     shutil.copytree(PROJECT / "workloads" / "sleep", folder,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    matrix = write(tmp_path / "m.yaml", """
-        name: gone
-        hardware: [{name: box, kind: local}]
-        stacks: [{name: here, executor: process}]
-        workloads: [{name: my_sleep, path: mine, params: {seconds: 0.05}}]
+    return folder, write(root / "m.yaml", f"""
+        name: {run}
+        hardware: [{{name: box, kind: local}}]
+        stacks: [{{name: here, executor: process}}]
+        workloads: [{{name: my_sleep, path: mine, params: {{seconds: 0.05}}}}]
         """)
+
+
+def test_a_run_reports_and_compares_after_its_workload_folder_is_gone(tmp_path):
+    folder, matrix = own_sleep(tmp_path, "gone")
     done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "reports" / "gone"
@@ -131,15 +136,7 @@ def test_a_run_reports_and_compares_after_its_workload_folder_is_gone(tmp_path):
 
 
 def test_a_run_estimates_a_configuration_from_its_earlier_runs_in_the_store(tmp_path):
-    folder = tmp_path / "mine"
-    shutil.copytree(PROJECT / "workloads" / "sleep", folder,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    matrix = write(tmp_path / "m.yaml", """
-        name: estimated
-        hardware: [{name: box, kind: local}]
-        stacks: [{name: here, executor: process}]
-        workloads: [{name: my_sleep, path: mine, params: {seconds: 0.05}}]
-        """)
+    _, matrix = own_sleep(tmp_path, "estimated")
     store = ["--db", f"sqlite:///{tmp_path / 'r.db'}", "--no-ray"]
     first = run_cli("run", str(matrix), *store, "-o", str(tmp_path / "a"), cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
