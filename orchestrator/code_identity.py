@@ -76,18 +76,30 @@ def _plain(node: object) -> object:
     return repr(node)
 
 
+def _git(folder: Path, *args: str) -> str:
+    """git's output in `folder`; OSError or SubprocessError where git or a work tree is not."""
+    return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True,
+                          check=True, timeout=30, errors="surrogateescape").stdout
+
+
 @functools.cache
 def git_revision(folder: Path) -> str | None:
     """The commit of the git work tree `folder` is in ("+dirty" where its tracked files
     changed since); None outside one, or without git."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(folder), *args], capture_output=True,
-                              text=True, check=True, timeout=10).stdout.strip()
-
     try:
-        revision = git("rev-parse", "HEAD")
-        if git("status", "--porcelain", "--untracked-files=no", "--", "."):
+        revision = _git(folder, "rev-parse", "HEAD").strip()
+        if _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".").strip():
             revision += "+dirty"
     except (OSError, subprocess.SubprocessError):
         return None
     return revision or None
+
+
+def git_tracked(folder: Path) -> list[Path]:
+    """The files under `folder` that git tracks, as paths relative to it; none outside a
+    work tree or without git."""
+    try:
+        listed = _git(folder, "ls-files", "-z", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [Path(name) for name in listed.split("\0") if name]

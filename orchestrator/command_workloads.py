@@ -30,17 +30,17 @@ import json
 import os
 import shlex
 import string
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import yaml
 
-from orchestrator.code_identity import HASH_LENGTH, code_hash
+from orchestrator.code_identity import HASH_LENGTH, code_hash, git_tracked
 from orchestrator.errors import MatrixError
 from orchestrator.spec.model import WorkloadEntry, entry_grid
 from orchestrator.workload_registry import ParamDecl, Scalar, WorkloadInfo
 
+COMMAND_VERSION = "command"  # the declared part of every command workload's version
 BUILT_IN_PLACEHOLDERS = ("epochs",)  # filled in besides the parameters
 CWD_CODE = (".py", ".sh", ".yaml", ".yml", ".toml", ".json", ".cfg", ".ini", ".txt")
 # folders that hold no code of the script's, or that change on every run (reports/)
@@ -89,10 +89,15 @@ def declaration(entry: WorkloadEntry, cwd: Path,
     # that does not (code_hash: false), its declaration's hash alone
     joint = "+" if entry.code_hash else "-"
     return WorkloadInfo(
-        name=entry.name, version=f"command{joint}{digest.hexdigest()[:HASH_LENGTH]}",
+        name=entry.name, version=f"{COMMAND_VERSION}{joint}{digest.hexdigest()[:HASH_LENGTH]}",
         description=f"command: {shlex.join(entry.command)}",
         item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics),
         code_hash=entry.code_hash, code=its_code), code
+
+
+def declares_command(info: WorkloadInfo) -> bool:
+    """Whether `info` is a command workload's declaration (a run's recorded one, say)."""
+    return info.version.startswith((f"{COMMAND_VERSION}+", f"{COMMAND_VERSION}-"))
 
 
 def placeholders(argument: str, key: tuple[str | int, ...] = ()) -> list[str]:
@@ -159,7 +164,7 @@ def identity_files(entry: WorkloadEntry, cwd: Path,
     if not entry.files:
         assert entry.command is not None
         found = {cwd / a for a in entry.command if Path(a).suffix in CWD_CODE and "{" not in a
-                 and (cwd / a).is_file()} | git_tracked(cwd)
+                 and (cwd / a).is_file()} | _tracked_code(cwd)
     skipped = {matrix_file.resolve()} if matrix_file else set()
     chosen = sorted(p for p in found if p.resolve() not in skipped and not _is_matrix(p))
     if len(chosen) > MAX_CODE_FILES or sum(p.stat().st_size for p in chosen) > MAX_CODE_BYTES:
@@ -169,19 +174,10 @@ def identity_files(entry: WorkloadEntry, cwd: Path,
     return chosen
 
 
-def git_tracked(cwd: Path) -> set[Path]:
-    """The code files under `cwd` that git tracks (CWD_CODE, outside SKIPPED_FOLDERS); none
-    outside a work tree or without git."""
-    try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--", "."], cwd=cwd,
-                                capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return set()
-    if listed.returncode:
-        return set()
-    names = [n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n]
-    return {cwd / n for n in names if Path(n).suffix in CWD_CODE
-            and not set(Path(n).parts[:-1]) & SKIPPED_FOLDERS and (cwd / n).is_file()}
+def _tracked_code(cwd: Path) -> set[Path]:
+    """The code files under `cwd` that git tracks (CWD_CODE, outside SKIPPED_FOLDERS)."""
+    return {cwd / name for name in git_tracked(cwd) if name.suffix in CWD_CODE
+            and not set(name.parts[:-1]) & SKIPPED_FOLDERS and (cwd / name).is_file()}
 
 
 def _is_matrix(path: Path) -> bool:

@@ -143,3 +143,13 @@ def test_offline_or_an_index_that_does_not_answer_keeps_the_warning_and_says_why
     assert refused.stderr.strip().endswith(
         "not checked (the package index http://127.0.0.1:9/simple/ could not be read: "
         "Connection refused)")
+
+
+def test_a_page_the_lookup_cannot_read_is_a_warning_not_a_traceback(index, tmp_path):
+    url, _ = index
+    (tmp_path / "index" / "jax.json").write_text("[1, 2]")  # JSON, but no simple API page
+    done = run_cli("validate", str(write_matrix(tmp_path, "jax", "0.13.0")), cwd=tmp_path,
+                   env={"MATRIX_BENCH_INDEX_URL": url})
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith("could not be read: ValueError)"), line

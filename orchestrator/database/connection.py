@@ -36,6 +36,8 @@ SQLITE_BUSY_SLICE_S = 0.25  # one busy wait of SQLite's, which no signal interru
 CUT_GRACE_S = 5.0  # past the statement bound, before this side gives up on the server
 
 
+IN_CHUNK = 500  # values per IN (...): well under every driver's limit on parameters
+
 @dataclass(frozen=True)
 class Bounds:
     """How long one store operation may take, in seconds; each settable by its variable."""
@@ -87,6 +89,17 @@ class Connection:
             cursor.execute(self._sql(sql), tuple(params))
             rows: list[tuple[Any, ...]] = cursor.fetchall()
             return rows
+
+    def query_in(self, sql: str, values: Sequence[Any], after: Sequence[Any] = ()
+                 ) -> list[tuple[Any, ...]]:
+        """`sql`, whose `{}` is the list of an IN (...), over `values` in chunks of IN_CHUNK
+        (every driver limits a statement's parameters); `after`: the parameters that follow
+        the list. The rows of every chunk."""
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(values), IN_CHUNK):
+            chunk = list(values[start:start + IN_CHUNK])
+            rows += self.query(sql.format(", ".join("?" for _ in chunk)), [*chunk, *after])
+        return rows
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run one statement inside `transaction()`; the rows it changed."""

@@ -29,7 +29,6 @@ PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "ins
 CEILING_FIELDS = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
                   "ceiling_cost_s")
 MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")
-CHUNK = 500  # attempt ids per IN (...): well under every driver's limit on parameters
 
 
 def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
@@ -92,13 +91,9 @@ def _probes(db: Connection, run_keys: set[str]) -> pd.DataFrame:
     question shows: a configuration's row shares the ceiling another cell measured."""
     import pandas as pd
 
-    found = []
-    keys = sorted(run_keys)
-    for start in range(0, len(keys), CHUNK):
-        chunk = keys[start:start + CHUNK]
-        found += db.query("SELECT run_key, hardware, stack, provenance FROM cells WHERE "
-                          f"run_key IN ({', '.join('?' for _ in chunk)}) AND provenance LIKE ?",
-                          [*chunk, '%"ceiling_flops"%'])
+    found = db.query_in("SELECT run_key, hardware, stack, provenance FROM cells WHERE "
+                        "run_key IN ({}) AND provenance LIKE ?", sorted(run_keys),
+                        after=['%"ceiling_flops"%'])
     rows = []
     for run_key, hardware, stack, text in found:
         record = json.loads(text)
@@ -123,14 +118,10 @@ def _records(db: Connection, sql: str, attempts: Iterable[str]) -> dict[str, dic
     """attempt_id -> its JSON record, for the attempts asked (in chunks). A text seen
     before is parsed once: the repeats of a configuration on one node share their
     provenance word for word."""
-    ids = list(attempts)
     found: dict[str, dict[str, Any]] = {}
     parsed: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start:start + CHUNK]
-        query = sql.format(", ".join("?" for _ in chunk))
-        for attempt, text in db.query(query, chunk):
-            if text not in parsed:
-                parsed[text] = json.loads(text)
-            found[attempt] = parsed[text]
+    for attempt, text in db.query_in(sql, list(attempts)):
+        if text not in parsed:
+            parsed[text] = json.loads(text)
+        found[attempt] = parsed[text]
     return found

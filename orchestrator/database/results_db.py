@@ -23,7 +23,6 @@ from orchestrator.database.url import StoreURL
 from orchestrator.results.store import CellResult, ResultStore
 
 CHUNK = 2000  # attempts per transaction on import: short locks for writers beside it
-IN_CHUNK = 500  # ids per IN (...): well under every driver's limit on parameters
 
 
 def _insert(table: str, columns: tuple[str, ...], key: str) -> str:
@@ -89,13 +88,11 @@ class ResultsDB:
     def walls(self, config_ids: Iterable[str]) -> dict[str, list[float]]:
         """config_id -> the wall times of its attempts that ended ok, in any run: what a
         plan estimates a configuration this run has not measured yet from."""
-        ids, found = sorted(set(config_ids)), dict[str, list[float]]()
-        for start in range(0, len(ids), IN_CHUNK):
-            chunk = ids[start:start + IN_CHUNK]
-            rows = self.db.query(f"SELECT config_id, wall_s FROM cells WHERE status = 'ok' "
-                                 f"AND config_id IN ({', '.join('?' for _ in chunk)})", chunk)
-            for config_id, wall_s in rows:
-                found.setdefault(str(config_id), []).append(float(wall_s))
+        found: dict[str, list[float]] = {}
+        for config_id, wall_s in self.db.query_in(
+                "SELECT config_id, wall_s FROM cells WHERE status = 'ok' AND config_id IN ({})",
+                sorted(set(config_ids))):
+            found.setdefault(str(config_id), []).append(float(wall_s))
         return found
 
     def close(self) -> None:

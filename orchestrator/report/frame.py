@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.command_workloads import declares_command
 from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
 from orchestrator.results.declarations import load_declarations
@@ -47,7 +48,7 @@ def recorded(store: ResultStore) -> pd.DataFrame:
     for name, info in declared.items():
         if name in folders or is_command(name):
             continue
-        if info.version.startswith(("command+", "command-")):
+        if declares_command(info):
             register_command_workload(info)
         elif not _loads(name):  # a package workload whose package is not installed here
             warnings.warn(f"the run's workload {name} ({info.version}) is not installed here: "

@@ -92,8 +92,9 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
         if entry.command is not None:
             entry = _with_command(entry, doc, ("workloads", index))
         else:
-            for key in (*COMMAND_ONLY, "code_hash"):
-                if getattr(entry, key) if key != "code_hash" else not entry.code_hash:
+            for key in COMMAND_ONLY:
+                if getattr(entry, key) != WorkloadEntry.model_fields[key].get_default(
+                        call_default_factory=True):
                     raise doc.error(("workloads", index, key), "only a command workload "
                                     "(command:) takes this: a folder or package declares it "
                                     "in its defaults.yaml")
@@ -109,7 +110,7 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
     return spec.model_copy(update={"workloads": entries})
 
 
-COMMAND_ONLY = ("cwd", "files", "item_unit", "param_types", "metrics")
+COMMAND_ONLY = ("cwd", "files", "code_hash", "item_unit", "param_types", "metrics")
 
 
 def _resolved(path: Path, doc: LocatedYaml, loc: PathKey) -> Path:
@@ -267,9 +268,9 @@ def _check_stacks(spec: MatrixSpec, doc: LocatedYaml, releases: ReleaseIndex | N
 
 
 def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey,
-                    index: ReleaseIndex | None) -> None:
+                    releases: ReleaseIndex | None) -> None:
     """A Python the worker cannot run on, or a framework version never released: refused;
-    a framework version newer than the release table: looked up on `index`, refused if it
+    a framework version newer than the release table: looked up on `releases`, refused if it
     is not there, a warning if it could not be asked."""
     if stack.python and tuple(int(p) for p in stack.python.split(".")[:2]) < WORKER_PYTHON:
         raise doc.error((*loc, "python"), f"the worker runs on Python "
@@ -280,15 +281,15 @@ def _check_releases(stack: Stack, doc: LocatedYaml, loc: PathKey,
         if error:
             raise doc.error((*loc, "framework_version"), error)
         if warning:
-            answer = index.released(stack.framework, stack.framework_version) if index \
+            answer = releases.released(stack.framework, stack.framework_version) if releases \
                 else "unchecked"
             if answer == "absent":
-                assert index is not None
+                assert releases is not None
                 raise doc.error((*loc, "framework_version"),
                                 f"{stack.framework} {stack.framework_version} is not a "
-                                f"release on the package index {index.shown}")
+                                f"release on the package index {releases.shown}")
             if answer == "unchecked":
-                why = index.why_unchecked if index else "`matrix validate` asks the index"
+                why = releases.why_unchecked if releases else "`matrix validate` asks the index"
                 warnings.warn(str(doc.error((*loc, "framework_version"), f"{warning} ({why})")),
                               SpecWarning, stacklevel=2)
 

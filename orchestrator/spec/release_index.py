@@ -66,24 +66,22 @@ class ReleaseIndex:
             return "unchecked"
         if self._deadline is None:
             self._deadline = time.monotonic() + self.timeout_s
-        left = self._deadline - time.monotonic()
         try:
-            if left <= 0:
-                raise TimeoutError
-            versions = self._versions(project, left)
-        except TimeoutError:
-            self.why_unchecked = (f"the package index {self.shown} did not answer in "
-                                  f"{self.timeout_s:g} s")
-            return "unchecked"
+            versions = self._versions(project, self._deadline)
         except (OSError, ValueError) as exc:  # URLError, HTTPError, a page not understood
-            self.why_unchecked = f"the package index {self.shown} could not be read: " + (
-                "timed out" if "timed out" in str(exc) else _reason(exc))
+            self.why_unchecked = (
+                f"the package index {self.shown} did not answer in {self.timeout_s:g} s"
+                if isinstance(exc, TimeoutError) or "timed out" in str(exc) else
+                f"the package index {self.shown} could not be read: {_reason(exc)}")
             return "unchecked"
         public = version.split("+")[0]
         return "released" if any(version_matches(public, v) for v in versions) else "absent"
 
-    def _versions(self, project: str, timeout_s: float) -> set[str]:
-        """The versions with at least one unyanked file on the project's page."""
+    def _versions(self, project: str, deadline: float) -> set[str]:
+        """The versions with at least one unyanked file on the project's page, read by
+        `deadline` (TimeoutError past it)."""
+        if time.monotonic() >= deadline:
+            raise TimeoutError
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"not an http(s) URL: {parts.scheme}")
@@ -98,9 +96,9 @@ class ReleaseIndex:
             pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
             request.add_header("Authorization",
                                "Basic " + base64.b64encode(pair.encode()).decode())
-        deadline = time.monotonic() + timeout_s
         try:
-            answer = urllib.request.urlopen(request, timeout=timeout_s)
+            answer = urllib.request.urlopen(request,
+                                            timeout=max(deadline - time.monotonic(), 0.01))
         except urllib.error.HTTPError as exc:
             if exc.code == 404:  # no such project here: pip could not install it either
                 return set()
@@ -128,7 +126,10 @@ def _reason(exc: Exception) -> str:
 
 
 def _json_files(body: bytes) -> list[tuple[str, bool]]:
-    files = json.loads(body).get("files", [])
+    page = json.loads(body)
+    files = page.get("files") if isinstance(page, dict) else None
+    if not isinstance(files, list):
+        raise ValueError("a JSON page without a list of files")
     return [(str(f.get("filename", "")), bool(f.get("yanked"))) for f in files
             if isinstance(f, dict)]
 
