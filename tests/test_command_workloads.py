@@ -277,38 +277,35 @@ def running_with(marker: str) -> list[Path]:
     return found
 
 
-def test_a_script_that_ignores_its_epochs_is_flagged(tmp_path):
-    write(tmp_path / "train.py", TRAIN)  # its --epochs defaults to 1
-    matrix = write(tmp_path / "m.yaml", """
-        name: short
-        hardware: [{name: box, kind: local}]
-        stacks: [{name: here, executor: process}]
-        workloads:
-          - {name: deaf, command: [python, train.py, --batch-size, "8"], epochs: 3}
+def run_train(root: Path, run: str, entry: str) -> Path:
+    """TRAIN run by a matrix `run` of the one workload `entry` (inline YAML); its run dir."""
+    write(root / "train.py", TRAIN)
+    matrix = write(root / "m.yaml", f"""
+        name: {run}
+        hardware: [{{name: box, kind: local}}]
+        stacks: [{{name: here, executor: process}}]
+        workloads: [{entry}]
         """)
-    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
+    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
-    (cell,) = cell_records(tmp_path / "reports" / "short")
+    return root / "reports" / run
+
+
+def test_a_script_that_ignores_its_epochs_is_flagged(tmp_path):
+    # TRAIN's --epochs defaults to 1, and this command does not pass {epochs}
+    run_dir = run_train(tmp_path, "short", "{name: deaf, command: [python, train.py, "
+                                           "--batch-size, '8'], epochs: 3}")
+    (cell,) = cell_records(run_dir)
     assert cell["status"] == "ok" and cell["flags"] == ["fewer_epochs"]
     assert cell["error"] == ("fewer_epochs: the script reported 1 of the 3 epoch(s) asked "
                              "(does its command pass {epochs}?)")
 
 
 def test_any_plain_word_is_a_unit_and_is_shown_in_its_plural(tmp_path):
-    write(tmp_path / "train.py", TRAIN)
-    matrix = write(tmp_path / "m.yaml", """
-        name: images
-        hardware: [{name: box, kind: local}]
-        stacks: [{name: here, executor: process}]
-        workloads:
-          - name: vision
-            command: [python, train.py, --batch-size, "{batch_size}"]
-            params: {batch_size: 8}
-            item_unit: image
-        """)
-    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    report = (tmp_path / "reports" / "images" / "report.md").read_text()
+    run_dir = run_train(tmp_path, "images", "{name: vision, command: [python, train.py, "
+                                            "--batch-size, '{batch_size}'], "
+                                            "params: {batch_size: 8}, item_unit: image}")
+    report = (run_dir / "report.md").read_text()
     assert "train images/s" in report and "sample/s" not in report
     (tmp_path / "bad").mkdir()
     assert_refused_in_one_line(tmp_path / "bad", "{name: s, command: [python, train.py], "
