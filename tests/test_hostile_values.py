@@ -79,3 +79,32 @@ def test_a_parameter_that_opens_an_html_comment_blanks_no_page(tmp_path, browser
     shown = browser.js("return document.querySelector('#rows-lstm_lm').textContent;")
     assert HOSTILE in shown  # as text, where it belongs
     browser.screenshot("hostile-lstm_lm")
+
+
+CLIENT = """
+import matrix_bench
+bench = matrix_bench.attach()
+meter = bench.start_epoch(warmup_steps=1)
+for _ in range(3):
+    with meter.step(items=4):
+        sum(range(20000))
+bench.end_epoch(meter)
+"""
+
+
+def test_history_shows_a_parameter_value_as_text(tmp_path):
+    """A value with rich markup and an escape sequence: `[red]` stays in the regressions
+    table (rich once took it for a style and dropped it), ESC is shown as its code."""
+    (tmp_path / "t.py").write_text(CLIENT)
+    (tmp_path / "m.yaml").write_text(
+        "name: hv\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\nworkloads:\n"
+        "  - {name: s, command: [python, t.py, '{tag}'], params: {tag: \"[red]x\\e[31m\"}}\n")
+    store = ["--db", f"sqlite:///{tmp_path / 'r.db'}"]
+    for run in ("a", "b"):
+        done = run_cli("run", "m.yaml", "--no-ray", *store, "-o", run, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    for question in ("regressions", "trend"):
+        shown = run_cli("history", question, *store, cwd=tmp_path, env={"COLUMNS": "120"})
+        assert shown.returncode == 0, shown.stderr
+        assert "\x1b" not in shown.stdout and "tag=[red]x\\x1b[31m" in shown.stdout, shown.stdout

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.database.connection import Connection
 from orchestrator.errors import MatrixError
 from orchestrator.report.compare import MIN_REPEATS, Verdict, bootstrap_interval, verdict
+from orchestrator.report.markdown import fmt
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +112,9 @@ def repeats(db: Connection, filters: Filters) -> pd.DataFrame:
 
 
 def label(hardware: str, stack: str, params: str) -> str:
-    settings = " ".join(f"{k}={v}" for k, v in sorted(json.loads(params).items()))
+    """A configuration for people; every value as text (report.markdown.fmt: a control
+    character its code), as the report writes it."""
+    settings = " ".join(f"{k}={fmt(v)}" for k, v in sorted(json.loads(params).items()))
     return f"{hardware}/{stack}" + (f" {settings}" if settings else "")
 
 

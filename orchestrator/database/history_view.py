@@ -11,6 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.database.history import Regression
@@ -115,7 +116,7 @@ def show_regressions(found: list[Regression], alone: int, threshold: float, form
         table.add_column(column, justify="right", no_wrap=True)
     for item in found:
         style = STYLE[item.verdict]
-        table.add_row(f"{item.workload} {item.label} (latest {item.latest_date[:10]})",
+        table.add_row(escape(f"{item.workload} {item.label} (latest {item.latest_date[:10]})"),
                       f"{item.base_repeats}/{item.new_repeats}", fmt_rate(item.base_median),
                       fmt_rate(item.new_median),
                       f"{item.ratio:.3f} ({item.low:.2f}-{item.high:.2f})",
