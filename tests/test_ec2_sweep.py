@@ -265,8 +265,11 @@ def test_sigint_mid_sweep_tears_the_cluster_down(aws, sweep_matrix, ray_cluster,
 
 
 def test_a_plan_over_budget_launches_nothing_and_says_by_how_much(
-        aws, sweep_matrix, ray_cluster, tmp_path):
+        aws, sweep_matrix, ray_cluster, tmp_path, monkeypatch):
     ec2, _ = aws
+    # A store of its own: earlier tests' runs of these cells would be the estimate (about
+    # 1 s each, under any budget); with none, each cell's estimate is its timeout.
+    monkeypatch.setenv("MATRIX_BENCH_DB", f"sqlite:///{tmp_path / 'empty.db'}")
     matrix = sweep_matrix("ec2-over", seconds=0.5, faults="none", budget=0.01)
     process = run_sweep_process(matrix, ray_cluster, tmp_path)
     out, _ = process.communicate(timeout=300)

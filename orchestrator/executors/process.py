@@ -39,6 +39,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, node_id: str | None = N
     files = CellFiles.prepare(cell, run_root)
     start = time.perf_counter()
     mark = new_mark()  # every process the cell starts inherits it (leftovers.py)
+    if on_start is not None:  # before the worker exists: whoever sees it, sees it started
+        on_start()
     with open(files.log, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "orchestrator.worker", str(files.cell), str(files.out)],
@@ -46,8 +48,6 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, node_id: str | None = N
             env={**_worker_env(cell), CELL_MARK: mark}, cwd=run_root,
             start_new_session=True, preexec_fn=_child_setup(cell.memory_limit_mb),
         )
-        if on_start is not None:
-            on_start()
         # A blocking wait returns the moment the worker exits; Popen.wait(timeout=...) polls
         # with sleeps of up to 50 ms, which cost every cell about 35 ms (bench/overhead.py).
         fired = threading.Event()

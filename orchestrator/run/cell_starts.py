@@ -4,11 +4,11 @@ hold on every cell's timeout.
 A cell's executor enforces `timeout_s` where the cell runs. It cannot when its own Ray
 worker process is frozen (SIGSTOP, a hung system call, a machine swapping): the cell's
 worker then runs on past its timeout and the driver would wait for the node-wait grace. So
-each Ray task reports the moment the cell's clock starts (its worker or container is up) to
-a small actor, the driver reads that board at every poll, and a cell still out
-`DRIVER_GRACE_S` past its timeout from then is ended from the driver's side: its task is
-force-cancelled (which kills the Ray worker, and the cell's worker dies with it) and it is
-recorded `timeout`.
+each Ray task reports the moment the cell's clock starts (as its worker is spawned, or its
+container is up) to a small actor and waits until the actor has taken it; the driver reads
+that board at every poll, and a cell still out `DRIVER_GRACE_S` past its timeout from then
+is ended from the driver's side: its task is force-cancelled (which kills the Ray worker,
+and the cell's worker dies with it) and it is recorded `timeout`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 # process executor's 3 s kill grace, the docker executor's wait for a killed container).
 DRIVER_GRACE_S = 30.0
 READ_TIMEOUT_S = 5.0
+START_REPORT_TIMEOUT_S = 5.0  # a task's wait for the board to take its start
 
 
 class StartBoard:

@@ -30,7 +30,7 @@ from orchestrator.plan.cells import Cell
 from orchestrator.providers import provider_for
 from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.run.budget import BudgetGuard
-from orchestrator.run.cell_starts import StartWatch
+from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S, StartWatch
 from orchestrator.spec.model import Hardware
 
 HW_PREFIX = "hw:"
@@ -367,8 +367,11 @@ def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: Imag
     images = {cell.stack.name: image} if image is not None else {}
 
     def started() -> None:
+        # Awaited, so the board holds the start before the cell's worker exists: a Ray
+        # worker that freezes from then on is still ended by the driver.
         if board is not None:
-            board.started.remote(token)
+            with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
+                ray.get(board.started.remote(token), timeout=START_REPORT_TIMEOUT_S)
 
     records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
                       on_start=started)
