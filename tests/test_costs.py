@@ -34,7 +34,8 @@ def test_a_plan_over_budget_refuses_to_run_and_says_by_how_much(ray_cluster, tmp
                    env={**offline(tmp_path), "RAY_ADDRESS": ray_cluster.address,
                         "MATRIX_BENCH_DB": f"sqlite:///{tmp_path / 'empty.db'}"})
     assert done.returncode == 2
-    # two cells without an estimate (no journal, an empty store), each at its 600 s timeout, at $0.17/h
+    # two cells without an estimate (no journal, an empty store): each at its 600 s
+    # timeout, at $0.17/h
     assert "the plan costs up to $0.06" in done.stderr and "by $0.05" in done.stderr
     assert not (tmp_path / "reports" / "priced" / "results.jsonl").exists()
 
