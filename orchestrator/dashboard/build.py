@@ -45,7 +45,7 @@ def build_dashboard(output: str, db: str | None) -> str:
         shutil.rmtree(building, ignore_errors=True)
         raise DashboardError(f"cannot write the dashboard into {out}: "
                              f"{exc.strerror or exc}") from None
-    rows = len(data.rows)
+    rows = len(data.rows) + len(data.whole)
     return (f"{out / 'index.html'}: {len(pages)} pages ({len(data.runs)} runs, {rows} "
             f"configuration-runs) in {time.perf_counter() - started:.1f} s; open it in a "
             "browser, no server needed")

@@ -12,7 +12,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.dashboard.data import page_name
-from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_tflops, fmt_usd, present
+from orchestrator.report.markdown import (
+    fmt_mib,
+    fmt_pct,
+    fmt_rate,
+    fmt_seconds,
+    fmt_tflops,
+    fmt_usd,
+    present,
+)
 from orchestrator.worker.units import plural
 
 if TYPE_CHECKING:
@@ -88,6 +96,7 @@ def _sorted_as(render: Callable[[float | None], str], template: str = "{}"
 usd = _sorted_as(fmt_usd, "${}")
 pct = _sorted_as(fmt_pct)
 mib = _sorted_as(fmt_mib, "{} MiB")
+seconds = _sorted_as(fmt_seconds)
 
 
 def rate(value: Any, unit: str) -> Cell:
@@ -185,6 +194,27 @@ def workload_table(rows: pd.DataFrame, workload: str, named: Settings,
                  columns=columns, rows=found)
 
 
+def whole_table(rows: pd.DataFrame, workload: str, named: Settings,
+                caption: str = "timed as a whole, every configuration in every run") -> Table:
+    """A script's configurations timed as a whole (no matrix_bench client, so no
+    throughput): the median wall time of a run and the cost of one, newest first."""
+    columns = [Column("date", "date"), Column("run", "run", link=True),
+               Column("hardware", "hardware"), Column("stack", "stack"),
+               Column("settings", "settings"), Column("repeats", "n", numeric=True),
+               Column("wall", "wall s", numeric=True), Column("spread", "spread", True),
+               Column("memory", "memory peak", True), Column("cost", "$ / run", True),
+               Column("flags", "flags")]
+    found = [Row(cells=[
+        text(str(row["date"])[:16].replace("T", " ")), text(row["run"]),
+        text(row["hardware"]), text(row["stack"]), text(named.of_row(row)),
+        count(row["repeats"]), seconds(row["wall_s"]), pct(row["spread"]),
+        mib(row["mem_peak_bytes"]), usd(row["usd_per_run"]), flags(row)],
+        flagged=bool(row["flags"]), links={"run": f"runs/{row['run_key']}.html"})
+        for row in rows.sort_values("date", ascending=False, kind="stable").to_dict("records")]
+    return Table(id=f"whole-{workload}", caption=f"{workload}: {caption}", columns=columns,
+                 rows=found)
+
+
 def overview_table(rows: pd.DataFrame) -> Table:
     """Per workload and hardware, the fastest configuration in its latest run."""
     latest = rows[rows["latest"]]
@@ -204,6 +234,26 @@ def overview_table(rows: pd.DataFrame) -> Table:
              for row in picks.sort_values(["workload", "items_per_s"],
                                           ascending=[True, False]).to_dict("records")]
     return Table(id="overview", caption="workloads by hardware", columns=columns, rows=found)
+
+
+def whole_overview_table(whole: pd.DataFrame) -> Table:
+    """Per script timed as a whole and hardware, its quickest configuration in its latest
+    run."""
+    latest = whole[whole["date"] == whole.groupby("config_id")["date"].transform("max")]
+    picks = latest.loc[latest.groupby(["workload", "hardware"])["wall_s"].idxmin()]
+    columns = [Column("workload", "workload", link=True), Column("hardware", "hardware"),
+               Column("configuration", "quickest configuration"),
+               Column("wall", "wall s", numeric=True), Column("cost", "$ / run", numeric=True),
+               Column("date", "measured"), Column("flags", "flags")]
+    named = {w: Settings.of(of) for w, of in whole.groupby("workload")}
+    found = [Row(cells=[text(row["workload"]), text(row["hardware"]),
+                        text(f"{row['stack']} {named[row['workload']].of_row(row)}".strip()),
+                        seconds(row["wall_s"]), usd(row["usd_per_run"]),
+                        text(str(row["date"])[:10]), flags(row)],
+                 flagged=bool(row["flags"]), links={"workload": page_name(row["workload"])})
+             for row in picks.sort_values(["workload", "wall_s"]).to_dict("records")]
+    return Table(id="overview-whole", caption="scripts timed as a whole (no matrix_bench "
+                 "client, so no throughput), by hardware", columns=columns, rows=found)
 
 
 def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.database.connection import Connection
 from orchestrator.database.history import Filters, per_run, repeats
 from orchestrator.database.judging import judged_runs
+from orchestrator.database.whole_history import whole_per_run, whole_repeats
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,16 +41,25 @@ class SiteData:
     store: str  # the store's URL as shown (no password)
     rows: pd.DataFrame  # per_run's, plus devices, device, reason, provenance, latest
     runs: list[Run]
+    # scripts timed as a whole (database/whole_history.py): no throughput, a table apart
+    whole: pd.DataFrame
+
+    @property
+    def workloads(self) -> list[str]:
+        """Every workload with a row, of either kind."""
+        return sorted({*(self.rows["workload"] if not self.rows.empty else ()),
+                       *(self.whole["workload"] if not self.whole.empty else ())})
 
 
 def site_data(db: Connection, shown: str) -> SiteData:
     """Everything the site shows; rows of every run, each configuration's latest marked."""
     samples = repeats(db, Filters())
     runs = _runs(db)
+    whole = whole_per_run(db, whole_repeats(db, Filters()))
     if samples.empty:
         import pandas as pd
 
-        return SiteData(store=shown, rows=pd.DataFrame(), runs=runs)
+        return SiteData(store=shown, rows=pd.DataFrame(), runs=runs, whole=whole)
     rows = judged_runs(db, per_run(samples))  # as the report judges: never a stored verdict
     provenance = _provenance(db, set(rows["attempt_id"]))
     reasons = _reasons(db)
@@ -67,7 +77,7 @@ def site_data(db: Connection, shown: str) -> SiteData:
                       in zip(rows["judgement"], stored, rows["flags"], strict=True)]
     newest = rows.groupby("config_id")["date"].transform("max")
     rows["latest"] = rows["date"] == newest
-    return SiteData(store=shown, rows=rows, runs=runs)
+    return SiteData(store=shown, rows=rows, runs=runs, whole=whole)
 
 
 def _runs(db: Connection) -> list[Run]:

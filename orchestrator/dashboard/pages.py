@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from orchestrator.dashboard.content import (
     Chart,
     Column,
@@ -23,6 +25,8 @@ from orchestrator.dashboard.content import (
     count,
     overview_table,
     text,
+    whole_overview_table,
+    whole_table,
     workload_charts,
     workload_table,
 )
@@ -40,32 +44,50 @@ def write_site(data: SiteData, out: Path) -> list[Path]:
     atomic_write(out / "assets" / "chart.umd.min.js", chart_script().encode())
     for asset in ("site.js", "site.css"):
         shutil.copyfile(ASSETS / asset, out / "assets" / asset)
-    rows = data.rows
-    workloads = sorted(rows["workload"].unique()) if not rows.empty else []
+    rows, whole = data.rows, data.whole
+    workloads = data.workloads
+    overview = [*([overview_table(rows)] if not rows.empty else []),
+                *([whole_overview_table(whole)] if not whole.empty else [])]
     written = [_page(out / "index.html", "matrix-bench dashboard", data, workloads,
-                     tables=[overview_table(rows)] if workloads else [],
-                     intro=_overview_intro(data), extra=_runs_table(data.runs))]
+                     tables=overview, intro=_overview_intro(data), extra=_runs_table(data.runs))]
     run_dates = {run.key: run.date[:16].replace("T", " ") for run in data.runs}
     for workload in workloads:
-        of = rows[rows["workload"] == workload]
-        named = Settings.of(of)
+        of, of_whole = _of_workload(rows, workload), _of_workload(whole, workload)
+        both = [frame for frame in (of, of_whole) if not frame.empty]
+        named = Settings.of(pd.concat([frame[["params"]] for frame in both]))
         same = f" Every configuration: {named.constant}." if named.constant else ""
+        configs = sum(frame["config_id"].nunique() for frame in both)
+        runs = len(set().union(*(set(frame["run_key"]) for frame in both)))
         written.append(_page(out / page_name(workload), f"{workload}", data, workloads,
-                             tables=[workload_table(of, workload, named)],
-                             charts=workload_charts(of, workload, named, run_dates),
-                             intro=f"{of['config_id'].nunique()} configurations in "
-                                   f"{of['run_key'].nunique()} runs; the repeat is the unit "
-                                   "(each repeat counts once, by the median of its timed "
-                                   f"epochs). Hover a point for its row's provenance.{same}"))
+                             tables=[*([workload_table(of, workload, named)] if not of.empty
+                                       else []),
+                                     *([whole_table(of_whole, workload, named)]
+                                       if not of_whole.empty else [])],
+                             charts=workload_charts(of, workload, named, run_dates)
+                             if not of.empty else [],
+                             intro=f"{configs} configurations in {runs} runs; the repeat is "
+                                   "the unit (each repeat counts once, by the median of its "
+                                   "timed epochs; a script timed as a whole, by its wall time)."
+                                   + (" Hover a point for its row's provenance." if not of.empty
+                                      else "") + same))
     for run in data.runs:
         written.append(_run_page(out, run, data, workloads))
     return written
 
 
+def _of_workload(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
+    return rows[rows["workload"] == workload] if not rows.empty else rows
+
+
+def _of_run(rows: pd.DataFrame, key: str) -> pd.DataFrame:
+    return rows[rows["run_key"] == key] if not rows.empty else rows
+
+
 def _overview_intro(data: SiteData) -> str:
-    if data.rows.empty:
+    if data.rows.empty and data.whole.empty:
         return "The store holds no result that ended ok yet."
-    return (f"{len(data.runs)} runs, {data.rows['config_id'].nunique()} configurations. Per "
+    configs = sum(f["config_id"].nunique() for f in (data.rows, data.whole) if not f.empty)
+    return (f"{len(data.runs)} runs, {configs} configurations. Per "
             "workload and hardware, the fastest configuration in its latest run; flagged "
             "rows are marked, with the reason.")
 
@@ -83,10 +105,18 @@ def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str]) -> Path
     can import a run would choose what the team's site serves (scripts included), and a
     link there would publish what it points at."""
     target = out / run.page
-    of = data.rows[data.rows["run_key"] == run.key] if not data.rows.empty else data.rows
-    tables = [workload_table(of[of["workload"] == w], w, Settings.of(of[of["workload"] == w]),
-                             caption="this run's configurations")
-              for w in sorted(set(of["workload"]))] if not of.empty else []
+    of, of_whole = _of_run(data.rows, run.key), _of_run(data.whole, run.key)
+    tables = []
+    for workload in sorted({*of.get("workload", ()), *of_whole.get("workload", ())}):
+        mine, mine_whole = _of_workload(of, workload), _of_workload(of_whole, workload)
+        named = Settings.of(pd.concat([f[["params"]] for f in (mine, mine_whole)
+                                       if not f.empty]))
+        if not mine.empty:
+            tables.append(workload_table(mine, workload, named,
+                                         caption="this run's configurations"))
+        if not mine_whole.empty:
+            tables.append(whole_table(mine_whole, workload, named,
+                                      caption="this run's configurations, timed as a whole"))
     return _page(target, f"run {run.run}", data, workloads, tables=tables, depth=1,
                  intro=f"Its rows in the store, judged as its report judges them. The run "
                        f"was written at {run.location} (its report.md and report.html are "

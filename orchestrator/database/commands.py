@@ -5,6 +5,7 @@ Heavy modules are imported inside the commands, as in cli.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -91,11 +92,22 @@ def info(db: Db = None) -> None:
         conn.close()
 
 
-def _samples(workload: list[str] | None, hardware: list[str] | None,
-             stack: list[str] | None, since: str | None, db: str | None
-             ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """The repeats the options select (history.repeats) and their configurations-in-runs
-    judged as the report judges (judging.judged_runs); None, said, when there are none."""
+@dataclass(frozen=True)
+class Selected:
+    """What the history options select: the repeats with a throughput (history.repeats),
+    their configurations-in-runs judged as the report judges (judging.judged_runs), and
+    the configurations-in-runs of scripts timed as a whole (whole_history)."""
+
+    samples: pd.DataFrame
+    runs: pd.DataFrame
+    whole: pd.DataFrame
+
+
+def _selected(workload: list[str] | None, hardware: list[str] | None,
+              stack: list[str] | None, since: str | None, db: str | None) -> Selected | None:
+    """What the options select; None, said, when nothing that ended ok matches."""
+    import pandas as pd
+
     from orchestrator.database.history import (
         Filters,
         as_sequence,
@@ -105,20 +117,23 @@ def _samples(workload: list[str] | None, hardware: list[str] | None,
         with_match_ids,
     )
     from orchestrator.database.judging import judged_runs
+    from orchestrator.database.schema import open_store
+    from orchestrator.database.whole_history import whole_per_run, whole_repeats
 
     if since is not None:
         since_stamp(since)  # a bad date is one line before the store is opened
     filters = Filters(as_sequence(workload), as_sequence(hardware), as_sequence(stack), since)
-    from orchestrator.database.schema import open_store
-
     url = store_url(db)
     conn = open_store(url, create=False)
     try:
         samples = repeats(conn, filters)
-        if samples.empty:
+        whole = whole_per_run(conn, whole_repeats(conn, filters))
+        if samples.empty and whole.empty:
             typer.echo(f"no results that ended ok in {url.shown} match")
             return None
-        return samples, with_match_ids(judged_runs(conn, per_run(samples)))
+        runs = (with_match_ids(judged_runs(conn, per_run(samples))) if not samples.empty
+                else pd.DataFrame())
+        return Selected(samples, runs, whole)
     finally:
         conn.close()
 
@@ -129,30 +144,44 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
+WHOLE_HEADING = "timed as a whole (no matrix_bench client): wall time and cost per run"
+
+
 @history_app.command(name="best")
 def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = None,
          since: Since = None, format: FormatOption = Format.TABLE, db: Db = None) -> None:
     """Per workload, across all runs: the fastest configuration (median items/s of its
     repeats in one run) and, where rows carry a price, the cheapest per million items;
-    with the run and date that measured it. Rows flagged implausible never win."""
+    with the run and date that measured it. Rows flagged implausible never win. Scripts
+    timed as a whole: the quickest run and the cheapest, in a table of their own."""
     from orchestrator.database.history import best as best_of
-    from orchestrator.database.history_view import show_frame
+    from orchestrator.database.history_view import show_frame, show_parts
+    from orchestrator.database.whole_history import whole_best
 
-    selected = _samples(workload, hardware, stack, since, db)
+    selected = _selected(workload, hardware, stack, since, db)
     if selected is None:
         return
-    picks = best_of(selected[1])
-    if format is Format.TABLE:  # each workload heads its picks
-        columns = {"best": "best", "label": "configuration", "items_per_s": "median",
-                   "usd_per_million_items": "$/M", "repeats": "n", "date": "date",
-                   "location": "run"}
-    else:
-        columns = {"workload": "workload", "best": "best", "label": "configuration",
-                   "config_id": "config_id", "items_per_s": "items_per_s",
-                   "item_unit": "item_unit", "usd_per_million_items": "usd_per_million_items",
-                   "repeats": "repeats", "date": "date", "run": "run", "location": "location",
-                   **FLOP_COLUMNS}
-    show_frame(picks, columns, format, _console(), group="workload")
+    picks = best_of(selected.runs) if not selected.runs.empty else selected.runs
+    whole = whole_best(selected.whole) if not selected.whole.empty else selected.whole
+    if format is not Format.TABLE:
+        show_parts(picks, whole, {
+            "workload": "workload", "best": "best", "label": "configuration",
+            "config_id": "config_id", "timing": "timing", "items_per_s": "items_per_s",
+            "item_unit": "item_unit", "usd_per_million_items": "usd_per_million_items",
+            "wall_s": "wall_s", "usd_per_run": "usd_per_run", "repeats": "repeats",
+            "date": "date", "run": "run", "location": "location", **FLOP_COLUMNS}, format,
+            _console())
+        return
+    console = _console()  # each workload heads its picks
+    if not picks.empty:
+        show_frame(picks, {"best": "best", "label": "configuration", "items_per_s": "median",
+                           "usd_per_million_items": "$/M", "repeats": "n", "date": "date",
+                           "location": "run"}, format, console, group="workload")
+    if not whole.empty:
+        console.print(("\n" if not picks.empty else "") + WHOLE_HEADING, markup=False)
+        show_frame(whole, {"best": "best", "label": "configuration", "wall_s": "wall",
+                           "usd_per_run": "$/run", "repeats": "n", "date": "date",
+                           "location": "run"}, format, console, group="workload")
 
 
 # a row's FLOP/s against the datasheet and against its node's measured ceiling (CSV, JSON)
@@ -169,31 +198,43 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
           ] = 10) -> None:
     """Each configuration's figures run by run, oldest first: repeats, median items/s and
     their spread, the memory peak, the FLOP/s as a share of the datasheet peak and of the
-    node's measured ceiling, and the cost per million items."""
-    from orchestrator.database.history_view import show_frame
+    node's measured ceiling, and the cost per million items. Scripts timed as a whole: the
+    wall time of a run and its cost, in a table of their own."""
+    from orchestrator.database.history_view import show_frame, show_parts
 
-    selected = _samples(workload, hardware, stack, since, db)
+    selected = _selected(workload, hardware, stack, since, db)
     if selected is None:
         return
-    runs = selected[1]
+    runs, whole = selected.runs, selected.whole
     if last:
-        runs = runs.groupby("match_id", sort=False).tail(last)
-    if format is Format.TABLE:  # each configuration heads its runs
-        runs["label"] = runs["workload"] + " " + runs["label"]
-        columns = {"date": "date", "code": "code", "repeats": "n", "items_per_s": "median",
-                   "spread": "spread", "mem_peak_bytes": "memory", "peak_fraction": "% peak",
-                   "ceiling_fraction": "% ceil", "usd_per_million_items": "$/M",
-                   "location": "run"}
-    else:
-        columns = {"workload": "workload", "label": "configuration", "config_id": "config_id",
-                   "date": "date", "workload_version": "workload_version",
-                   "repeats": "repeats", "items_per_s": "items_per_s",
-                   "lowest": "lowest", "highest": "highest", "item_unit": "item_unit",
-                   "mem_peak_bytes": "mem_peak_bytes",
-                   "usd_per_million_items": "usd_per_million_items", "run": "run",
-                   "location": "location", **FLOP_COLUMNS, "flags": "flags",
-                   "judgement": "judgement"}
-    show_frame(runs, columns, format, _console(), group="label")
+        runs = runs.groupby("match_id", sort=False).tail(last) if not runs.empty else runs
+        whole = whole.groupby("match_id", sort=False).tail(last) if not whole.empty else whole
+    if format is not Format.TABLE:
+        show_parts(runs, whole, {
+            "workload": "workload", "label": "configuration", "config_id": "config_id",
+            "date": "date", "workload_version": "workload_version", "timing": "timing",
+            "repeats": "repeats", "items_per_s": "items_per_s", "lowest": "lowest",
+            "highest": "highest", "item_unit": "item_unit", "wall_s": "wall_s",
+            "spread": "spread", "mem_peak_bytes": "mem_peak_bytes",
+            "usd_per_million_items": "usd_per_million_items", "usd_per_run": "usd_per_run",
+            "run": "run", "location": "location", **FLOP_COLUMNS, "flags": "flags",
+            "judgement": "judgement"}, format, _console())
+        return
+    console = _console()  # each configuration heads its runs
+    if not runs.empty:
+        runs = runs.assign(label=runs["workload"] + " " + runs["label"])
+        show_frame(runs, {"date": "date", "code": "code", "repeats": "n",
+                          "items_per_s": "median", "spread": "spread",
+                          "mem_peak_bytes": "memory", "peak_fraction": "% peak",
+                          "ceiling_fraction": "% ceil", "usd_per_million_items": "$/M",
+                          "location": "run"}, format, console, group="label")
+    if not whole.empty:
+        console.print(("\n" if not runs.empty else "") + WHOLE_HEADING, markup=False)
+        whole = whole.assign(label=whole["workload"] + " " + whole["label"])
+        show_frame(whole, {"date": "date", "code": "code", "repeats": "n", "wall_s": "wall",
+                           "spread": "spread", "mem_peak_bytes": "memory",
+                           "usd_per_run": "$/run", "location": "run"}, format, console,
+                   group="label")
 
 
 @history_app.command(name="regressions", help=f"""Each configuration's latest run against
@@ -210,9 +251,13 @@ def regressions(workload: Workload = None, hardware: Hardware = None, stack: Sta
     from orchestrator.database.history import regressions as judge
     from orchestrator.database.history_view import show_regressions
 
-    selected = _samples(workload, hardware, stack, since, db)
+    selected = _selected(workload, hardware, stack, since, db)
     if selected is None:
         return
-    found, alone = judge(*selected, threshold, baseline_runs)
+    if selected.samples.empty:
+        typer.echo("no results with a throughput match: scripts timed as a whole have no "
+                   "figure to compare (matrix history trend shows their wall times)")
+        return
+    found, alone = judge(selected.samples, selected.runs, threshold, baseline_runs)
     if show_regressions(found, alone, threshold, format, _console()):
         raise typer.Exit(1)

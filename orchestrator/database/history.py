@@ -91,16 +91,30 @@ def repeats(db: Connection, filters: Filters) -> pd.DataFrame:
     where it ended ok with a throughput (its figures are stored with it: schema.py, v3).
     One narrow scan of the attempts, the rest in pandas: a window function over every cell
     took SQLite three times as long, and a configuration's columns are read once."""
+    final = final_attempts(db, filters)
+    return described(db, filters, final[(final["status"] == "ok")
+                                        & final["items_per_s"].notna()])
+
+
+def final_attempts(db: Connection, filters: Filters) -> pd.DataFrame:
+    """Each cell's final attempt in each run the filters select (ATTEMPT_COLUMNS)."""
     import pandas as pd
 
     where, params = filters.where()
     attempts = pd.DataFrame(db.query(ATTEMPTS.format(where=where), params),
                             columns=ATTEMPT_COLUMNS)
-    final = attempts.sort_values(["started_at", "attempt"], kind="stable").drop_duplicates(
+    return attempts.sort_values(["started_at", "attempt"], kind="stable").drop_duplicates(
         ["run_key", "cell_id"], keep="last")
-    found = final[(final["status"] == "ok") & final["items_per_s"].notna()]
+
+
+def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataFrame:
+    """`found` attempts with their run (name, location) and configuration (workload,
+    hardware, stack, params, label); an empty frame for none."""
+    import pandas as pd
+
     if found.empty:
         return pd.DataFrame()
+    where, params = filters.where()
     runs = pd.DataFrame(db.query("SELECT run_key, run, location FROM runs"),
                         columns=["run_key", "run", "location"]).set_index("run_key")
     configs = pd.DataFrame(db.query(CONFIGS.format(where=where), params),

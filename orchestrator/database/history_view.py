@@ -17,7 +17,7 @@ from rich.table import Table
 from orchestrator.database.history import Regression
 from orchestrator.report.compare import Verdict
 from orchestrator.report.compare_view import STYLE
-from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_usd
+from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_seconds, fmt_usd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,6 +61,19 @@ def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
                                    initial_indent=indent + "  ",
                                    subsequent_indent=indent + "    ", break_on_hyphens=False)
     sys.stdout.write("".join(line + "\n" for line in lines))
+
+
+def show_parts(steps: pd.DataFrame, whole: pd.DataFrame, columns: dict[str, str],
+               form: Format, console: Console) -> None:
+    """CSV or JSON of rows with a throughput and rows timed as a whole, in one frame:
+    `timing` says which, and each has its own figures' columns (the rest empty)."""
+    import pandas as pd
+
+    parts = [frame.assign(timing=timing) for frame, timing in ((steps, "steps"),
+                                                                (whole, "whole"))
+             if not frame.empty]
+    show_frame(pd.concat(parts, ignore_index=True).reindex(columns=list(columns)), columns,
+               form, console)
 
 
 def fitted_table(headings: list[str], folded: list[bool], left: list[bool],
@@ -135,7 +148,8 @@ def show_regressions(found: list[Regression], alone: int, threshold: float, form
 TEXT = {"workload", "best", "label", "run", "location", "date", "item_unit", "code"}
 FOLDED = {"label", "location"}  # the columns that fold; the rest never wrap
 # figures a table leaves out where no row has them (older runs: no ceiling; no prices)
-OPTIONAL = {"peak_fraction", "ceiling_fraction", "usd_per_million_items", "code"}
+OPTIONAL = {"peak_fraction", "ceiling_fraction", "usd_per_million_items", "usd_per_run",
+            "mem_peak_bytes", "code"}
 
 
 def _cell(name: str, row: dict[str, Any]) -> str:
@@ -148,8 +162,10 @@ def _cell(name: str, row: dict[str, Any]) -> str:
         return Path(str(value)).name
     if name == "items_per_s":
         return f"{fmt_rate(value)} {row['item_unit']}/s"
-    if name == "usd_per_million_items":
+    if name in ("usd_per_million_items", "usd_per_run"):
         return f"${fmt_usd(value)}"
+    if name == "wall_s":
+        return f"{fmt_seconds(value)} s"
     if name in ("spread", "peak_fraction", "ceiling_fraction"):
         return fmt_pct(value)
     if name == "mem_peak_bytes":

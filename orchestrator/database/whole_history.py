@@ -1,0 +1,86 @@
+"""`matrix history` and the dashboard for scripts timed as a whole: a command workload run
+without the `matrix_bench` client has no throughput (report/whole_runs.py), so its rows
+never join the items/s tables. They get their own, as the report gives them: per
+configuration and run, its repeats, the median wall time of the script and its spread, the
+memory peak, and the cost of one run (its wall time x its hardware's price).
+
+A script's wall time includes whatever it does besides training, so it compares only with
+the same script's other configurations: "quickest" and "cheapest" are picked per workload.
+Its figures carry the flags their cells recorded; there is no throughput to judge.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from orchestrator.database.connection import Connection
+from orchestrator.database.history import Filters, described, final_attempts, with_match_ids
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def whole_repeats(db: Connection, filters: Filters) -> pd.DataFrame:
+    """One row per repeat timed as a whole (its final attempt ended ok, measured once with
+    `timing: whole`), with `wall_s`, the script's own run from start to exit."""
+    import pandas as pd
+
+    final = final_attempts(db, filters)
+    candidates = final[(final["status"] == "ok") & final["items_per_s"].isna()]
+    if candidates.empty:
+        return pd.DataFrame()
+    walls: dict[str, float] = {}
+    for attempt_id, text in db.query_in("SELECT attempt_id, record FROM measurements "
+                                        "WHERE seq = 0 AND attempt_id IN ({})",
+                                        list(candidates["attempt_id"])):
+        record = json.loads(text)
+        if record.get("timing") == "whole" and record.get("epoch_s") is not None:
+            walls[attempt_id] = float(record["epoch_s"])
+    found = candidates[candidates["attempt_id"].isin(walls)]
+    found = found.assign(wall_s=[walls[a] for a in found["attempt_id"]])
+    return described(db, filters, found)
+
+
+def whole_per_run(db: Connection, samples: pd.DataFrame) -> pd.DataFrame:
+    """A configuration's figures in each run: repeats, median wall time and its spread,
+    the largest memory peak, the cost of one run where priced, its repeats' flags, and
+    `match_id` and `code` (history.with_match_ids: across changes of the user's code)."""
+    import pandas as pd
+
+    if samples.empty:
+        return pd.DataFrame()
+    grouped = samples.groupby(["config_id", "run_key"], sort=False)
+    runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
+                    "price_per_hour_usd", "attempt_id"]].first()
+    runs["date"] = grouped["started_at"].min()
+    runs["repeats"] = grouped.size()
+    runs["wall_s"] = grouped["wall_s"].median()
+    runs["spread"] = (grouped["wall_s"].max() - grouped["wall_s"].min()) / runs["wall_s"]
+    runs["mem_peak_bytes"] = grouped["mem_peak_bytes"].max()
+    runs["flags"] = grouped["flags"].agg(
+        lambda found: ",".join(sorted({f for text in found for f in text.split(",") if f})))
+    runs["usd_per_run"] = runs["price_per_hour_usd"] / 3600 * runs["wall_s"]
+    runs = runs.reset_index()
+    versions = dict(db.query_in("SELECT attempt_id, provenance FROM cells WHERE "
+                                "provenance IS NOT NULL AND attempt_id IN ({})",
+                                list(runs["attempt_id"])))
+    runs["workload_version"] = [json.loads(versions[a]).get("workload_version")
+                                if a in versions else None for a in runs["attempt_id"]]
+    return with_match_ids(runs).sort_values(["workload", "label", "date"], kind="stable")
+
+
+def whole_best(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per workload: the quickest configuration-in-a-run and, where priced, the cheapest
+    run."""
+    import pandas as pd
+
+    picks = []
+    for _, of_workload in runs.groupby("workload", sort=True):
+        picks.append(of_workload.loc[of_workload["wall_s"].idxmin()].to_dict()
+                     | {"best": "quickest"})
+        priced = of_workload.dropna(subset=["usd_per_run"])
+        if not priced.empty:
+            picks.append(priced.loc[priced["usd_per_run"].idxmin()].to_dict()
+                         | {"best": "cheapest"})
+    return pd.DataFrame(picks)
