@@ -26,6 +26,7 @@ The worker runs the command (worker/command.py); the script reports its steps th
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shlex
@@ -37,6 +38,7 @@ import yaml
 
 from orchestrator.code_identity import HASH_LENGTH, code_hash, git_tracked
 from orchestrator.errors import MatrixError
+from orchestrator.flop_claims import FlopClaimError, flops_per_item, names_in
 from orchestrator.spec.model import WorkloadEntry, entry_grid
 from orchestrator.workload_registry import ParamDecl, Scalar, WorkloadInfo
 
@@ -47,6 +49,7 @@ CWD_CODE = (".py", ".sh", ".yaml", ".yml", ".toml", ".json", ".cfg", ".ini", ".t
 SKIPPED_FOLDERS = {"__pycache__", "reports", "node_modules", "venv", "build", "dist"}
 MAX_CODE_FILES = 2000
 MAX_CODE_BYTES = 50 * 2**20
+MAX_CLAIM_CHECKS = 10_000  # combinations of a grid a FLOP expression is checked against
 
 
 class CommandWorkloadError(MatrixError):
@@ -78,6 +81,8 @@ def declaration(entry: WorkloadEntry, cwd: Path,
                 raise CommandWorkloadError(("command", index), (
                     f"the placeholder {{{name}}} names no parameter (known: {known}); write "
                     "{{ and }} for literal braces"))
+    if entry.flops_per_item is not None:
+        _check_flop_claim(entry, params)
     declared = {"command": entry.command, "params": {k: d.type for k, d in params.items()},
                 "item_unit": entry.item_unit, "metrics": entry.metrics}
     digest = hashlib.sha256(json.dumps(declared, sort_keys=True).encode())
@@ -92,7 +97,25 @@ def declaration(entry: WorkloadEntry, cwd: Path,
         name=entry.name, version=f"{COMMAND_VERSION}{joint}{digest.hexdigest()[:HASH_LENGTH]}",
         description=f"command: {shlex.join(entry.command)}",
         item_unit=entry.item_unit or "sample", params=params, metrics=tuple(entry.metrics),
-        code_hash=entry.code_hash, code=its_code), code
+        code_hash=entry.code_hash, code=its_code, flops_per_item=entry.flops_per_item), code
+
+
+def _check_flop_claim(entry: WorkloadEntry, params: Mapping[str, ParamDecl]) -> None:
+    """CommandWorkloadError unless `flops_per_item` reads only numeric parameters and
+    gives a positive count for each of the entry's values (flop_claims.py)."""
+    assert entry.flops_per_item is not None
+    claim, key = entry.flops_per_item, ("flops_per_item",)
+    try:
+        for name in sorted(names_in(claim)):
+            if name not in params or params[name].type not in ("int", "float"):
+                numeric = ", ".join(n for n, d in params.items() if d.type in ("int", "float"))
+                raise FlopClaimError(f"{name!r} names no numeric parameter of this workload "
+                                     f"(numeric: {numeric or 'none'})")
+        grid = entry_grid(entry)
+        for values in itertools.islice(itertools.product(*grid.values()), MAX_CLAIM_CHECKS):
+            flops_per_item(claim, dict(zip(grid, values, strict=True)))
+    except FlopClaimError as exc:
+        raise CommandWorkloadError(key, str(exc)) from None
 
 
 def declares_command(info: WorkloadInfo) -> bool:

@@ -109,6 +109,9 @@ class WorkloadInfo(BaseModel):
     # false: the declared version alone is its identity, the hash only provenance
     code_hash: bool = True
     code: str | None = None  # the hash of its code (code_identity.py), filled in when found
+    # a command workload's own FLOP count per item (flop_claims.py: a number or an
+    # expression of its parameters); a folder or package has a FLOP model (flops.py)
+    flops_per_item: float | str | None = None
 
     @model_validator(mode="before")
     @classmethod

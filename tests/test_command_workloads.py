@@ -179,6 +179,17 @@ def test_the_client_run_by_hand_prints_and_records_nothing(tmp_path):
     ("{name: sleep, item_unit: token}", "workloads[0].item_unit",
      "only a command workload (command:) takes this"),
     ("{name: s, command: [python], shell: true}", "workloads[0].shell", "unknown key"),
+    ("{name: s, command: [python], params: {bs: 8}, flops_per_item: 2 * layers}",
+     "workloads[0].flops_per_item", "'layers' names no numeric parameter of this workload "
+     "(numeric: bs)"),
+    ("{name: s, command: [python], params: {bs: [8, 0]}, flops_per_item: 1e9 / bs}",
+     "workloads[0].flops_per_item", "'1e9 / bs': float division by zero"),
+    ("{name: s, command: [python], flops_per_item: __import__('os')}",
+     "workloads[0].flops_per_item", "flops_per_item takes numbers, parameter names"),
+    ("{name: s, command: [python], flops_per_item: -3}", "workloads[0].flops_per_item",
+     "flops_per_item is -3.0: it must be a positive number"),
+    ("{name: sleep, flops_per_item: 5}", "workloads[0].flops_per_item",
+     "only a command workload (command:) takes this"),
 ])
 def test_a_command_declared_wrongly_is_one_line_and_nothing_runs(tmp_path, entry, where,
                                                                   problem):
@@ -311,3 +322,25 @@ def test_any_plain_word_is_a_unit_and_is_shown_in_its_plural(tmp_path):
     assert_refused_in_one_line(tmp_path / "bad", "{name: s, command: [python, train.py], "
                                          "item_unit: two words}", "workloads[0].item_unit",
                                "'two words' is not an item unit: one plain lowercase word")
+
+
+def test_a_commands_own_flop_count_gives_its_flops_judged_against_the_peak(tmp_path):
+    run_dir = run_train(tmp_path, "claimed", "{name: counted, command: [python, train.py, "
+                                             "--batch-size, '{batch_size}'], params: "
+                                             "{batch_size: [8, 16]}, flops_per_item: "
+                                             "'3e3 * batch_size'}")
+    rows = pd.read_parquet(run_dir / "results.parquet")
+    assert list(rows["flops_per_item"]) == [3e3 * b for b in rows["param.batch_size"]]
+    assert rows["achieved_flops"].tolist() == pytest.approx(
+        (rows["flops_per_item"] * rows["items_per_s"]).tolist())
+    assert rows["peak_fraction"].notna().all() and not rows["flags"].astype(bool).any()
+    report = (run_dir / "report.md").read_text()
+    assert "the workload's own FLOP count (no model)" in report and "No FLOP" not in report
+
+    boast = run_train(tmp_path, "boast", "{name: counted, command: [python, train.py, "
+                                         "--batch-size, '8'], flops_per_item: 1e15}")
+    (cell,) = cell_records(boast)
+    assert "implausible" in cell["flags"], cell  # a claim is held to the device's peak
+    uncounted = run_train(tmp_path, "plain", "{name: counted, command: [python, train.py, "
+                                             "--batch-size, '8']}")
+    assert "give the command's `flops_per_item:`" in (uncounted / "report.md").read_text()

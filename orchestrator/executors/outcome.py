@@ -7,6 +7,7 @@ out-of-memory record, such an error in the log, or the engine's OOMKilled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from orchestrator.code_identity import git_revision
 from orchestrator.executors.ceilings import measured_here, node_name, remember
 from orchestrator.executors.leftovers import leftover_reason
 from orchestrator.executors.logs import cap_log, tail_of
+from orchestrator.flop_claims import FlopClaimError
+from orchestrator.flop_claims import flops_per_item as claim_flops
 from orchestrator.plan.cells import Cell, declared
 from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.results.records import (
@@ -233,6 +236,14 @@ def _measurements(cell: Cell, identity: dict[str, Any], raw: list[dict[str, Any]
 
 def _with_peak(record: MeasurementRecord, cell: Cell,
                provenance: ProvenanceRecord) -> MeasurementRecord:
+    """The record with its FLOP/s against the node's peak, where it has a FLOP count: the
+    worker's (from the workload's FLOP model), else the workload's own claim
+    (`flops_per_item:` of a command workload, flop_claims.py)."""
+    claim = declared(cell).flops_per_item
+    if record.flops_per_item is None and claim is not None and record.items_per_s is not None:
+        with contextlib.suppress(FlopClaimError):  # checked per configuration at load
+            record = record.model_copy(
+                update={"flops_per_item": claim_flops(claim, cell.params)})
     if record.flops_per_item is None or record.items_per_s is None:
         return record
     achieved = record.flops_per_item * record.items_per_s

@@ -226,14 +226,24 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                "bound), % of ceiling against what the node's dense products reached "
                "(Environment: measured ceilings)." if has_ceiling else ""), "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
-            *([NO_FLOP_MODEL, ""] if not has_peak and workload_source(workload).startswith(
-                ("path", "package")) else []),
+            *([] if has_peak else _no_flop_count(workload)),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
             *plots]
 
 
 NO_FLOP_MODEL = ("No FLOP model, so no TFLOP/s or % of peak: add `flops.py` to the "
                  "workload (docs/WORKLOADS.md).")
+NO_FLOP_CLAIM = ("No FLOP count, so no TFLOP/s or % of peak: give the command's "
+                 "`flops_per_item:` in its matrix entry (docs/WORKLOADS.md).")
+
+
+def _no_flop_count(workload: str) -> list[str]:
+    """Why a user's workload has no FLOP figures, and what adds them; nothing for a
+    built-in (whose FLOP model is the project's)."""
+    source = workload_source(workload)
+    if source == "command":
+        return [NO_FLOP_CLAIM, ""]
+    return [NO_FLOP_MODEL, ""] if source.startswith(("path", "package")) else []
 
 
 def metric_heading(metric: str) -> str:

@@ -110,7 +110,8 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
     return spec.model_copy(update={"workloads": entries})
 
 
-COMMAND_ONLY = ("cwd", "files", "code_hash", "item_unit", "param_types", "metrics")
+COMMAND_ONLY = ("cwd", "files", "code_hash", "item_unit", "param_types", "metrics",
+                "flops_per_item")
 
 
 def _resolved(path: Path, doc: LocatedYaml, loc: PathKey) -> Path:

@@ -148,6 +148,9 @@ class WorkloadEntry(_Strict):
     # a parameter's type where its values do not say it (1 for a float): int, float, bool, str
     param_types: dict[str, ParamType] = Field(default_factory=dict)
     metrics: list[Name] = Field(default_factory=list)  # the script's own epoch metrics
+    # the script's training FLOPs per item: a number, or an expression of its numeric
+    # parameters ("6 * 124e6 * seq_len"; flop_claims.py), judged as the workload's own claim
+    flops_per_item: float | str | None = None
     # profile the last epoch with torch.profiler: a Chrome trace, cells/<cell_id>.trace.json
     # (a profiled cell is another configuration: the profiler slows what it records)
     profile: bool = False
