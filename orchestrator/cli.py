@@ -79,10 +79,8 @@ def run(
                            only=_selectors(only), rerun=rerun,
                            allow_over_budget=allow_over_budget, verbose=verbose, db=db)
     summary = run_sweep(matrix_file, options, _console())
-    if summary.interrupted:
-        raise typer.Exit(130)
-    if summary.stopped:
-        raise typer.Exit(1)
+    if summary.interrupted or summary.stopped:
+        raise typer.Exit(130 if summary.interrupted else 1)
 
 
 class PlanForm(StrEnum):
@@ -232,15 +230,18 @@ def new_workload(
         help="The workload's name (ASCII letters, digits and _, at most 80).",
         show_default=False)],
     output: Annotated[Path, typer.Option("--output", "-o", help="The folder to create.")],
+    package: Annotated[bool, typer.Option(
+        help="A distribution to install: pyproject.toml, the workload as a package.")] = False,
 ) -> None:
     """Make a workload folder to start from: a small PyTorch model on synthetic data with its
     parameters, a tiny preset, a FLOP model, a test and example.yaml, which runs as made:
-    `matrix run DIR/example.yaml`."""
+    `matrix run DIR/example.yaml` (with --package, once `pip install -e DIR` is done)."""
     from orchestrator.scaffold import new_workload as scaffold
 
-    written = scaffold(name, output)
-    typer.echo(f"{output}: {', '.join(p.name for p in written)}\n"
-               f"run it: matrix run {output / 'example.yaml'}")
+    written = scaffold(name, output, package)
+    typer.echo(f"{output}: {', '.join(str(p.relative_to(output)) for p in written)}\n"
+               + (f"install it: pip install -e {output}\n" if package else "")
+               + f"run it: matrix run {output / 'example.yaml'}")
 
 
 @app.command()
@@ -365,8 +366,7 @@ def compare(
     base_frame = comparable(run_frame(local_run(base, region)), "BASE", base)
     new_frame = comparable(run_frame(local_run(new, region)), "NEW", new)
     found = compare_runs(base_frame, new_frame, threshold)
-    regressions = show_comparison(found, base_frame, new_frame, threshold, _console())
-    if regressions:
+    if show_comparison(found, base_frame, new_frame, threshold, _console()):
         raise typer.Exit(1)
 
 
