@@ -130,19 +130,19 @@ def build(matrix_file: MatrixFile, output: Output = None) -> None:
 
 
 @app.command()
-def lock(wheelhouse: Annotated[Path, typer.Argument(
-             help="A folder of wheels, as `pip download -d FOLDER ...` leaves it.",
-             show_default=False)],
-         output: Annotated[Path, typer.Option(
-             "--output", "-o", help="The lock file to write, images/locks/<stack>.txt.")],
+def lock(matrix_file: Annotated[Path | None, typer.Argument(
+             help="The matrix whose image stacks to lock.", show_default=False)] = None,
+         stack: Annotated[list[str] | None, typer.Option(help="Only this stack (repeat).")] = None,
+         wheelhouse: Annotated[Path | None, typer.Option(help="Pin this folder's wheels "
+                                                         "instead (pip download -d).")] = None,
+         output: Annotated[Path | None, typer.Option(
+             "--output", "-o", help="With --wheelhouse: the lock file to write.")] = None,
          ) -> None:
-    """Write a stack's lock file: every wheel of a wheelhouse, pinned by its sha256."""
-    from orchestrator.images.stack_image import lock_from_wheelhouse
+    """Write each image stack's lock file (<locks>/<stack>.txt): its packages resolved by uv
+    for the stack's Python and the images' platform, every one pinned by its hash."""
+    from orchestrator.images.resolver import lock_command
 
-    text = lock_from_wheelhouse(wheelhouse)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
-    typer.echo(f"{output}: {len(text.splitlines()) - 1} pinned packages")
+    lock_command(matrix_file, stack or [], wheelhouse, output, typer.echo)
 
 
 @app.command(name="cluster-config")

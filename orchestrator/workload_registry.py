@@ -105,6 +105,8 @@ class WorkloadInfo(BaseModel):
     timeout_s: float = Field(default=3600, gt=0)
     metrics: tuple[str, ...] = ()  # workload-specific measurement columns, units in their names
     estimate_s_per_epoch: dict[str, float] = Field(default_factory=dict)  # by preset, for plans
+    # packages a stack image needs for it besides its framework (`matrix lock` adds them)
+    requires: tuple[str, ...] = ()
     # a user's workload: whether the hash of its code joins its version (and so its ids);
     # false: the declared version alone is its identity, the hash only provenance
     code_hash: bool = True

@@ -61,13 +61,15 @@ def test_a_lock_line_without_a_hash_is_refused(tmp_path):
         render(stack(), Images(locks=str(tmp_path)))
 
 
-def test_the_cuda_variant_picks_pytorchs_index_and_the_ca_bundle_enters_the_tag(tmp_path):
-    (tmp_path / "s.txt").write_text(PINNED)
+def test_a_cuda_stack_renders_on_its_base_image_and_the_ca_bundle_enters_the_tag(tmp_path):
+    (tmp_path / "s.txt").write_text(PINNED + "nvidia-cuda-runtime-cu12==12.4.127"
+                                    " --hash=sha256:" + "b" * 64 + "\n")
     images = Images(locks=str(tmp_path))
-    cpu = render(stack(), images)
     cuda = render(stack(cuda="12.4", base_image="nvidia/cuda:12.4.1-runtime-ubuntu22.04"),
                   images)
-    assert "whl/cpu" in cpu.dockerfile and "whl/cu124" in cuda.dockerfile
+    assert "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04" in cuda.dockerfile
+    (tmp_path / "s.txt").write_text(PINNED)
+    cpu = render(stack(), images)
     assert "FROM python:3.11-slim-bookworm" in cpu.dockerfile
     (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     with_ca = render(stack(), images.model_copy(update={"ca_bundle": str(tmp_path / "ca.pem")}))

@@ -1,6 +1,9 @@
 """Lock files: every Python package of a stack image, pinned with a hash. A lock is checked
-against the stack it builds (hashes present, the framework at the declared version), and
-`matrix lock` writes one from a wheelhouse."""
+against the stack it builds: hashes present, the framework at the declared version, the
+CUDA and cuDNN its NVIDIA wheels carry against the stack's `cuda` and `cudnn` (a major-only
+pin, "12", matches any 12.x), and the Python and platform its header says it was made for
+(resolver.py writes it; a lock from a wheelhouse says its Python where its wheels do).
+`matrix lock` writes one with the resolver, or from a wheelhouse."""
 
 from __future__ import annotations
 
@@ -14,6 +17,12 @@ from orchestrator.worker.stack_check import FRAMEWORK_DISTRIBUTIONS, version_mat
 
 if TYPE_CHECKING:
     from orchestrator.spec.model import Stack
+
+DEFAULT_PYTHON = "3.11"  # a stack's Python where it declares none (its base image's)
+PLATFORM = "x86_64-manylinux_2_28"  # what stack images run on (uv's name for it)
+# the NVIDIA wheels whose version is the CUDA runtime's, and cuDNN's ("-cu12" or none: 13)
+CUDA_RUNTIME = re.compile(r"nvidia-cuda-runtime(-cu\d+)?")
+CUDNN = re.compile(r"nvidia-cudnn(-cu\d+)?")
 
 
 def check_lock(stack: Stack, lock: str, path: Path) -> None:
@@ -29,6 +38,49 @@ def check_lock(stack: Stack, lock: str, path: Path) -> None:
             raise ImageError(f"stack {stack.name} declares {stack.framework} "
                              f"{stack.framework_version}, its lock {path} pins "
                              f"{pinned or 'no ' + stack.framework}")
+    for problem in (_cuda_problem(stack, pins), _made_for_problem(stack, lock)):
+        if problem:
+            raise ImageError(f"stack {stack.name}: its lock {path} {problem} (make it "
+                             f"again: matrix lock MATRIX --stack {stack.name})")
+
+
+def locked_cuda(pins: dict[str, str]) -> tuple[str | None, str | None]:
+    """The CUDA runtime and cuDNN versions a lock's NVIDIA wheels carry (None: none)."""
+    runtime = next((v for n, v in pins.items() if CUDA_RUNTIME.fullmatch(n)), None)
+    cudnn = next((v for n, v in pins.items() if CUDNN.fullmatch(n)), None)
+    return runtime, cudnn
+
+
+def _cuda_problem(stack: Stack, pins: dict[str, str]) -> str | None:
+    runtime, cudnn = locked_cuda(pins)
+    if stack.cuda and runtime is None:
+        return f"carries no CUDA runtime (nvidia-cuda-runtime), the stack declares {stack.cuda}"
+    if stack.cuda and runtime and not version_matches(stack.cuda, runtime):
+        variant = "cu" + "".join(stack.cuda.split(".")[:2])
+        where = (f"; a CUDA build the package index does not serve by default is on "
+                 f"PyTorch's: index_url: https://download.pytorch.org/whl/{variant}"
+                 if stack.framework == "torch" and not stack.index_url else "")
+        return f"carries CUDA {runtime}, the stack declares cuda {stack.cuda}{where}"
+    if not stack.cuda and runtime:
+        return (f"carries CUDA {runtime}, the stack declares no cuda (declare it, or lock "
+                "the CPU build: index_url https://download.pytorch.org/whl/cpu)")
+    if stack.cudnn and cudnn is None:
+        return f"carries no cuDNN (nvidia-cudnn), the stack declares {stack.cudnn}"
+    if stack.cudnn and cudnn and not version_matches(stack.cudnn, cudnn):
+        return f"carries cuDNN {cudnn}, the stack declares cudnn {stack.cudnn}"
+    return None
+
+
+def _made_for_problem(stack: Stack, lock: str) -> str | None:
+    """Where the lock's header says which Python and platform it was made for, they must be
+    the stack's; a lock without such lines (written by hand) is not judged on them."""
+    said = dict(re.findall(r"(?m)^# (python|platform): (\S+)$", lock))
+    python = stack.python or DEFAULT_PYTHON
+    if "python" in said and said["python"] != python:
+        return f"was made for Python {said['python']}, the stack runs {python}"
+    if "platform" in said and said["platform"] != PLATFORM:
+        return f"was made for {said['platform']}, stack images run on {PLATFORM}"
+    return None
 
 
 def _requirement_lines(lock: str) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator.executors import needs_image
 from orchestrator.images.engine import stopped_by_the_engine
-from orchestrator.images.locks import check_lock, lock_from_wheelhouse, lock_pins
+from orchestrator.images.locks import DEFAULT_PYTHON, check_lock, lock_from_wheelhouse, lock_pins
 from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageError, ImageRef
 from orchestrator.images.wheels import served
 from orchestrator.providers import registry_auth
@@ -39,7 +39,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = PROJECT_ROOT / "images" / "Dockerfile.template"
 REPOSITORY = "matrix-bench"
 TAG_LENGTH = 16
-DEFAULT_PYTHON = "3.11"
 # What the image carries besides workloads/: the worker package, and the two modules of the
 # orchestrator it imports (the package's face and its error types).
 WORKER_FILES = ("orchestrator/__init__.py", "orchestrator/errors.py")
@@ -124,12 +123,9 @@ def image_problems(spec: MatrixSpec) -> list[str]:
 
 
 def index_args(stack: Stack) -> list[str]:
-    """Where pip finds the framework's build: PyTorch publishes its CPU and CUDA builds on
-    its own index (cu121 for CUDA 12.1); TensorFlow and JAX are on PyPI."""
-    if stack.framework != "torch":
-        return []
-    variant = "cu" + "".join(str(stack.cuda).split(".")[:2]) if stack.cuda else "cpu"
-    return ["--extra-index-url", f"https://download.pytorch.org/whl/{variant}"]
+    """Where pip finds what the lock pins besides the package index: the stack's own
+    `index_url` (PyTorch's CPU builds, an older CUDA variant), as its lock was made."""
+    return ["--extra-index-url", stack.index_url] if stack.index_url else []
 
 
 @functools.cache

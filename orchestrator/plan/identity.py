@@ -47,7 +47,7 @@ PINNED: dict[type[BaseModel], frozenset[str]] = {
 NOT_IDENTITY: dict[type[BaseModel], frozenset[str]] = {
     # what a Slurm job is allowed or billed to, not what it runs on
     Hardware: frozenset({"price_per_hour", "time_limit", "account", "qos"}),
-    Stack: frozenset(),
+    Stack: frozenset({"index_url"}),  # where its packages come from: the lock pins them
 }
 
 

@@ -67,6 +67,10 @@ class Stack(_Strict):
     cudnn: str | None = None
     python: str | None = None
     base_image: str | None = None
+    # an index besides the package index where its build lives (PyTorch's CPU builds, an
+    # older CUDA variant): its lock is made from it and its image installs from it. Not
+    # part of identity: the lock pins what is installed.
+    index_url: str | None = None
 
     @property
     def effective_executor(self) -> str:
