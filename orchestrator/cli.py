@@ -194,15 +194,14 @@ def validate(
     """Check a matrix file; errors name the file, line and field. Notes what its images
     still need before they can build (a lock file). A framework version newer than the
     release tables is looked up on the package index (5 s at most)."""
-    from orchestrator.images.stack_image import image_problems
-    from orchestrator.plan.view import grid_counts
+    from orchestrator.plan.view import grid_counts, validation_notes
     from orchestrator.spec.load import load_spec
     from orchestrator.spec.release_index import ReleaseIndex
 
     spec = load_spec(matrix_file, ReleaseIndex.offline() if offline else ReleaseIndex.here())
     typer.echo(f"{matrix_file}: ok: {grid_counts(spec)}; `matrix plan` says which run here")
-    for problem in image_problems(spec):
-        typer.echo(f"note: {problem}")
+    for note in validation_notes(spec):
+        typer.echo(f"note: {note}")
 
 
 @app.command()

@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.worker.host import cpu_model, hostname
+
+if TYPE_CHECKING:
+    from orchestrator.spec.model import Hardware
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,17 @@ EC2_INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in (
     InstanceType("p4d.24xlarge", 96, 1152, 8, "NVIDIA A100-SXM4-40GB", 40),
     InstanceType("p5.48xlarge", 192, 2048, 8, "NVIDIA H100 80GB HBM3", 80),
 )}
+
+
+def gpu_model_of(hardware: Hardware) -> str | None:
+    """The GPU a hardware entry's cells get: its own `gpu_model`, else its EC2 instance
+    type's from the catalogue; None for CPU hardware or a GPU no one named."""
+    if hardware.gpus == 0:
+        return None
+    if hardware.gpu_model:
+        return hardware.gpu_model
+    known = EC2_INSTANCE_TYPES.get(hardware.instance_type or "")
+    return known.gpu_model if hardware.kind == "ec2" and known else None
 
 
 def instance_type_problem(name: str, gpus: int) -> str | None:

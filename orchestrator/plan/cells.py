@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.command_workloads import substitute
 from orchestrator.errors import SpecWarning
+from orchestrator.hardware import gpu_model_of
 from orchestrator.plan.identity import cell_id_of, config_id_of
 from orchestrator.spec.located_yaml import LocatedYaml
 from orchestrator.spec.model import (
@@ -26,6 +27,7 @@ from orchestrator.spec.model import (
     WorkloadEntry,
     entry_grid,
 )
+from orchestrator.worker.cuda_support import architecture_problem
 from orchestrator.workload_registry import (
     ItemUnit,
     Scalar,
@@ -98,6 +100,8 @@ def incompatibility(cell: Cell) -> str | None:
     if info.framework and pinned and info.framework != pinned:
         return (f"{cell.workload} runs on {info.framework}; stack {cell.stack.name} pins "
                 f"{pinned}")
+    if why := cuda_gap(cell):
+        return why
     for name, value in cell.params.items():
         declared = info.params[name]
         if cell.hardware.gpus == 0 and value in declared.gpu_only:
@@ -106,6 +110,14 @@ def incompatibility(cell: Cell) -> str | None:
             return (f"{name}={value} needs a stack with {value}; stack {cell.stack.name} "
                     f"pins {pinned}")
     return None
+
+
+def cuda_gap(cell: Cell) -> str | None:
+    """Why the stack's CUDA cannot drive the GPU of the cell's hardware (CUDA 13 and a
+    V100), or None; such a cell can never run (worker/cuda_support.py)."""
+    gpu = gpu_model_of(cell.hardware)
+    why = architecture_problem(gpu, cell.stack.cuda) if gpu and cell.stack.cuda else None
+    return f"{cell.hardware.name}: {why}" if why else None
 
 
 # The last spec expanded and its cells: load, validate and plan each expand the same frozen

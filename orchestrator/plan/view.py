@@ -64,6 +64,19 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
         console.print("every cell: matrix plan --verbose, or --format json|csv for scripts")
 
 
+def validation_notes(spec: MatrixSpec) -> list[str]:
+    """What `matrix validate` notes besides errors: what the stacks' images still need (a
+    lock), and how many cells can never run, per reason (a GPU the stack's CUDA cannot
+    drive)."""
+    from orchestrator.images.stack_image import image_problems
+    from orchestrator.plan.cells import cuda_gap
+
+    never = Counter(f"{why} (stack {cell.stack.name})" for cell in expand(spec)
+                    if (why := cuda_gap(cell)))
+    return [*image_problems(spec),
+            *(f"{count} cells can never run: {why}" for why, count in never.items())]
+
+
 def grid_counts(spec: MatrixSpec) -> str:
     """The matrix's cells in the words `plan` uses too: the grid, and what the rules leave."""
     cells = expand(spec)

@@ -42,6 +42,10 @@ class Hardware(_Strict):
     instance_type: str | None = None  # EC2 instance type, required for kind ec2
     gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
     spot: bool = False  # EC2 spot capacity
+    # the GPU as its driver names it ("NVIDIA H100 80GB HBM3"), for hardware no catalogue
+    # knows (a Slurm partition, a machine): what a stack's CUDA must drive. An EC2 entry's is
+    # its instance type's. In identity only when set.
+    gpu_model: str | None = Field(default=None, min_length=1, max_length=100)
     # What an hour of this hardware costs where no provider prices it (a cluster that
     # charges back, a machine's amortised cost); it overrides a provider's price.
     price_per_hour: float | None = Field(default=None, ge=0)

@@ -1,7 +1,8 @@
 """Is this environment the stack the cell was promised? Run by the worker, wherever it runs.
 
 A stack declares pins (Python, framework version, CUDA, cuDNN); the worker compares each
-with what it finds before the workload starts, inside the container as in a plain process
+with what it finds before the workload starts (and a CUDA stack's with the node's NVIDIA
+driver, where the node has one: cuda_support.py), inside the container as in a plain process
 (docs/ARCHITECTURE.md: statuses and flags). A declared version matches when every component it gives
 equals the actual one: "2.13" matches "2.13.0+cpu". Stdlib only, but for the framework,
 which is imported to read the CUDA and cuDNN it was built with, and only when they are pinned.
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
+
+from orchestrator.worker.cuda_support import driver_problem, node_driver_version
 
 if TYPE_CHECKING:
     from orchestrator.worker.cell_file import CellStack
@@ -28,6 +31,9 @@ def stack_mismatch(stack: CellStack) -> str | None:
     here = ".".join(str(part) for part in sys.version_info[:3])
     if stack.python and not version_matches(stack.python, here):
         return f"stack {name} declares Python {stack.python}, this environment has {here}"
+    driver = node_driver_version() if stack.cuda else None
+    if driver and stack.cuda and (too_old := driver_problem(driver, stack.cuda)):
+        return f"stack {name}: {too_old}"
     framework = stack.framework
     if not framework:
         return None
