@@ -17,6 +17,7 @@ import typer
 
 from orchestrator.database.commands import Db, db_app, history_app
 from orchestrator.errors import MatrixError, MatrixWarning
+from orchestrator.report.advise_view import advise_command
 from orchestrator.report.compare import RULE as COMPARE_RULE
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ Only = Annotated[list[str] | None, typer.Option(
 Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already finished ok.")]
 app.add_typer(db_app, name="db")
 app.add_typer(history_app, name="history")
+app.command(name="advise")(advise_command)
 
 
 def _console() -> Console:
@@ -249,7 +251,6 @@ def schema() -> None:
     import json
 
     from orchestrator.spec.load import json_schema
-
     typer.echo(json.dumps(json_schema(), indent=2))
 
 

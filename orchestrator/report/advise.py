@@ -1,0 +1,216 @@
+"""`matrix advise`: the user's whole training job projected onto every configuration the
+runs measured, so the answer is a time, a cost and an energy for *their* job, with
+intervals, and a choice for their deadline or budget (docs/advise.md).
+
+For a job of N items (the workload's unit) and each configuration measured ok:
+
+- throughput: the median of its repeats' throughputs (each repeat: the median items/s of
+  its timed epochs, the unit `matrix compare` uses); its 95% interval by bootstrap over the
+  repeats (compare's resampling), none under MIN_REPEATS repeats ("too few repeats");
+- time = N / throughput (+ start-up, which runs do not record yet: counted as 0, said so);
+- cost = time x the hardware's recorded price per hour (whole instance, its source named);
+  no allowance for interruptions is made;
+- energy = the GPU energy counters' joules per item over the timed windows x N, in kWh
+  (CPU rows: not measured, never a guess); with the user's grid intensity, the CO2.
+
+A configuration with a flagged row (implausible, throttled, ...) is never advised: it is
+left out, with the reason. The fastest within the budget, the cheapest within the deadline,
+and the Pareto front of time against cost are marked; a candidate whose time (or cost)
+interval overlaps the pick's is a tie, and named as one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import MatrixError
+from orchestrator.report.compare import CONFIDENCE, MIN_REPEATS, RESAMPLES
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class AdviseError(MatrixError):
+    """A job or constraint `matrix advise` cannot answer (no size, a deadline that is not a
+    duration, runs of several workloads and none chosen)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    items: float
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    grid_g_per_kwh: float | None = None  # gCO2 per kWh, the user's figure
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One configuration's answer for the job."""
+
+    config_id: str
+    label: str
+    repeats: int
+    items_per_s: float
+    time_s: float
+    time_range_s: tuple[float, float] | None  # 95% interval; None: too few repeats
+    usd_per_hour: float | None
+    price_source: str | None
+    cost_usd: float | None
+    cost_range_usd: tuple[float, float] | None
+    energy_kwh: float | None  # None: not measured (no GPU energy counter)
+    co2_kg: float | None
+    marks: list[str] = field(default_factory=list)  # fastest..., cheapest..., front
+
+    def fits(self, job: Job) -> bool:
+        """Within the job's deadline and budget (by the point figures; an interval that
+        crosses a limit is shown, not hidden)."""
+        return ((job.deadline_s is None or self.time_s <= job.deadline_s)
+                and (job.budget_usd is None or (self.cost_usd is not None
+                                                and self.cost_usd <= job.budget_usd)))
+
+
+@dataclass(frozen=True)
+class Advice:
+    workload: str
+    unit: str
+    job: Job
+    projections: list[Projection]  # fastest first
+    left_out: dict[str, str]  # label -> why it is never advised
+    fastest: Projection | None  # within the budget
+    cheapest: Projection | None  # within the deadline
+    ties: dict[str, list[str]]  # "fastest"/"cheapest" -> labels whose interval overlaps
+
+
+def duration_s(text: str) -> float:
+    """'36h', '90m', '2d', '600s' or '600' as seconds; AdviseError otherwise."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not found or float(found.group(1)) <= 0:
+        raise AdviseError(f"--deadline {text!r} is not a duration (e.g. 36h, 90m, 2d, 600s)")
+    return float(found.group(1)) * UNITS_S[found.group(2) or "s"]
+
+
+def advise(rows: pd.DataFrame, job: Job, workload: str | None = None) -> Advice:
+    """The job projected onto every configuration of `rows` (judged run frames)."""
+    from orchestrator.report.analysis import config_labels, repeat_medians
+
+    ok = rows[(rows["status"] == "ok") & rows["items_per_s"].notna()] if len(rows) else rows
+    workloads = sorted(set(ok["workload"])) if len(ok) else []
+    if not workloads:
+        raise AdviseError("the runs hold no configuration with a throughput that ended ok")
+    if workload is None and len(workloads) > 1:
+        raise AdviseError(f"the runs hold several workloads ({', '.join(workloads)}): name "
+                          "the job's with --workload")
+    chosen = workload or workloads[0]
+    if chosen not in workloads:
+        raise AdviseError(f"--workload {chosen}: the runs measured none of it (they hold "
+                          f"{', '.join(workloads)})")
+    ok = ok[ok["workload"] == chosen]
+    labels = config_labels(ok)
+    flags = ok["flags"].fillna("").astype(str)
+    flagged = ok[flags != ""]
+    left_out = {labels[str(c)]: _why_flagged(group)
+                for c, group in flagged.groupby("config_id", sort=True)}
+    ok = ok[~ok["config_id"].isin(flagged["config_id"])]
+    projections = [_project(str(config), labels[str(config)], medians.to_numpy(dtype=float),
+                            ok[ok["config_id"] == config], job)
+                   for config, medians in repeat_medians(ok).groupby(level="config_id")]
+    projections.sort(key=lambda p: p.time_s)
+    fastest, cheapest, ties = _picks(projections, job)
+    return Advice(workload=chosen, unit=str(ok["item_unit"].iloc[0]) if len(ok) else "item",
+                  job=job, projections=projections, left_out=left_out, fastest=fastest,
+                  cheapest=cheapest, ties=ties)
+
+
+def _why_flagged(rows: pd.DataFrame) -> str:
+    """The judge's reason for a configuration's flag, else its cell's, else the flags."""
+    for column in ("judgement", "error"):
+        if column in rows:
+            said = [str(v) for v in rows[column].dropna() if str(v)]
+            if said:
+                return said[0]
+    return "flagged " + ",".join(sorted(set(rows["flags"])))
+
+
+def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame,
+             job: Job) -> Projection:
+    import numpy as np
+
+    rate = float(np.median(repeats))
+    time_s = job.items / rate
+    rates = _interval(repeats) if repeats.size >= MIN_REPEATS else None
+    time_range = (job.items / rates[1], job.items / rates[0]) if rates else None
+    price = _first(rows, "price_per_hour_usd")
+    cost = None if price is None else time_s / 3600 * price
+    cost_range = (None if price is None or time_range is None else
+                  (time_range[0] / 3600 * price, time_range[1] / 3600 * price))
+    energy = None
+    if "gpu_energy_j" in rows and rows["gpu_energy_j"].notna().any():
+        measured = rows[rows["gpu_energy_j"].notna() & (rows["items"] > 0)]
+        if len(measured):
+            per_item = float((measured["gpu_energy_j"] / measured["items"]).median())
+            energy = per_item * job.items / 3.6e6
+    co2 = None if energy is None or job.grid_g_per_kwh is None else \
+        energy * job.grid_g_per_kwh / 1000
+    source = rows["price_source"].dropna() if "price_source" in rows else None
+    return Projection(config_id=config_id, label=label, repeats=int(repeats.size),
+                      items_per_s=rate, time_s=time_s, time_range_s=time_range,
+                      usd_per_hour=price,
+                      price_source=str(source.iloc[0]) if source is not None and len(source)
+                      else None, cost_usd=cost, cost_range_usd=cost_range,
+                      energy_kwh=energy, co2_kg=co2)
+
+
+def _interval(repeats: np.ndarray, seed: int = 0) -> tuple[float, float]:
+    """The central CONFIDENCE interval of the median throughput over resamples of the
+    repeats (compare's bootstrap, one side)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    medians = np.median(rng.choice(repeats, (RESAMPLES, repeats.size)), axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _first(rows: pd.DataFrame, column: str) -> float | None:
+    if column not in rows or not rows[column].notna().any():
+        return None
+    return float(rows[column].dropna().iloc[0])
+
+
+def _picks(found: list[Projection], job: Job
+           ) -> tuple[Projection | None, Projection | None, dict[str, list[str]]]:
+    """The fastest within the budget, the cheapest within the deadline, their ties, and
+    the Pareto front of time against cost (marked on the projections)."""
+    within_budget = [p for p in found if job.budget_usd is None or (
+        p.cost_usd is not None and p.cost_usd <= job.budget_usd)]
+    within_deadline = [p for p in found if p.cost_usd is not None and (
+        job.deadline_s is None or p.time_s <= job.deadline_s)]
+    fastest = min(within_budget, key=lambda p: p.time_s, default=None)
+    cheapest = min(within_deadline, key=lambda p: p.cost_usd or 0.0, default=None)
+    ties: dict[str, list[str]] = {"fastest": [], "cheapest": []}
+    if fastest is not None:
+        fastest.marks.append("fastest")
+        ties["fastest"] = [p.label for p in within_budget if p is not fastest
+                           and _overlap(p.time_range_s, fastest.time_range_s)]
+    if cheapest is not None:
+        cheapest.marks.append("cheapest")
+        ties["cheapest"] = [p.label for p in within_deadline if p is not cheapest
+                            and _overlap(p.cost_range_usd, cheapest.cost_range_usd)]
+    priced = [p for p in found if p.cost_usd is not None]
+    for p in priced:
+        assert p.cost_usd is not None
+        if not any(q.time_s <= p.time_s and (q.cost_usd or 0) <= p.cost_usd
+                   and (q.time_s < p.time_s or (q.cost_usd or 0) < p.cost_usd)
+                   for q in priced):
+            p.marks.append("front")
+    return fastest, cheapest, ties
+
+
+def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]

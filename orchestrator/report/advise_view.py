@@ -1,0 +1,148 @@
+"""`matrix advise RUN... --items N`: the command and what a person reads (a table within
+80 columns: the configuration folds, never cut) or a script reads (`--format json|csv`:
+every figure, full precision). The projection itself is report/advise.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from orchestrator.report.advise import Advice
+
+
+class AdviseFormat(StrEnum):
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+
+
+def advise_command(
+    runs: Annotated[list[str], typer.Argument(
+        help="Run directories (or s3://...) whose configurations to project the job onto.",
+        show_default=False)],
+    items: Annotated[float, typer.Option(
+        min=1, help="The job's size in the workload's unit (tokens, samples, words...).",
+        show_default=False)],
+    workload: Annotated[str | None, typer.Option(
+        help="The job's workload, where the runs hold several.")] = None,
+    deadline: Annotated[str | None, typer.Option(
+        help="Finish within this: 36h, 90m, 2d, 600s.")] = None,
+    budget: Annotated[float | None, typer.Option(min=0, help="Spend at most this (USD).")
+                      ] = None,
+    grid_intensity: Annotated[float | None, typer.Option(
+        min=0, help="Your grid's gCO2 per kWh, for the emissions (never fetched).")] = None,
+    form: Annotated[AdviseFormat, typer.Option("--format", help="table, csv or json.")
+                    ] = AdviseFormat.TABLE,
+    region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")
+                      ] = None,
+) -> None:
+    """Project a training job of --items onto every configuration the runs measured: the
+    time (95% interval over repeats), cost and energy of the whole job on each, the fastest
+    within --budget, the cheapest within --deadline, and the Pareto front."""
+    import pandas as pd
+    from rich.console import Console
+
+    from orchestrator.report.advise import Job, advise, duration_s
+    from orchestrator.report.frame import run_frame
+    from orchestrator.results.runs import local_run
+
+    job = Job(items=items, deadline_s=duration_s(deadline) if deadline else None,
+              budget_usd=budget, grid_g_per_kwh=grid_intensity)
+    frames = [run_frame(local_run(run, region)) for run in dict.fromkeys(runs)]
+    found = advise(pd.concat(frames, ignore_index=True), job, workload)
+    if form is AdviseFormat.TABLE:
+        show_advice(found, deadline, Console(highlight=False, soft_wrap=True))
+    else:
+        write_data(found, form)
+
+
+def show_advice(found: Advice, deadline: str | None, console: Console) -> None:
+    from rich.table import Table
+
+    job = found.job
+    limits = ([f"within {deadline}"] if deadline else []) + (
+        [f"at most ${job.budget_usd:,.2f}"] if job.budget_usd is not None else [])
+    hours = max(p.time_s for p in found.projections) >= 3600
+    scale, unit = (3600, "h") if hours else (60, "min")
+    console.print(f"job: {job.items:,.0f} {found.unit}s of {found.workload}"
+                  + (f", {' and '.join(limits)}" if limits else "") + "\n"
+                  "time: items / the median throughput of the repeats, with its 95% interval\n"
+                  "over the repeats; start-up is not recorded by these runs (counted as 0)\n"
+                  "cost: time x the price per hour of the whole instance, no allowance for\n"
+                  "interruptions", markup=False)
+    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
+    table.add_column("configuration", overflow="fold", min_width=14)
+    for column in ("n", f"time {unit}", "95% CI", "cost $", "95% CI", "kWh", "marks"):
+        table.add_column(column, justify="left" if column == "marks" else "right",
+                         no_wrap=column != "marks")
+    for p in found.projections:
+        table.add_row(p.label, str(p.repeats), f"{p.time_s / scale:.3g}",
+                      _range(p.time_range_s, scale) if p.time_range_s else "few",
+                      "-" if p.cost_usd is None else f"{p.cost_usd:,.2f}",
+                      _range(p.cost_range_usd, 1) if p.cost_range_usd else "-",
+                      "-" if p.energy_kwh is None else f"{p.energy_kwh:.3g}",
+                      ", ".join(p.marks))
+    console.print(table, markup=False)
+    if any(p.time_range_s is None for p in found.projections):
+        _say(console, "few: too few repeats for an interval (3 or more)")
+    picks = (("fastest" + " within the budget" * (job.budget_usd is not None), found.fastest,
+              "fastest", "deadline" if job.deadline_s else ""),
+             ("cheapest" + " within the deadline" * bool(job.deadline_s), found.cheapest,
+              "cheapest", "budget" if job.budget_usd is not None else ""))
+    for said, pick, question, other in picks:
+        if pick is None:
+            why = ("no configuration has a price" if question == "cheapest" and all(
+                p.cost_usd is None for p in found.projections) else "none fits")
+            _say(console, f"{said}: {why}")
+            continue
+        tied = found.ties[question]
+        _say(console, f"{said}: {pick.label}, {pick.time_s / scale:.3g} {unit}"
+             + ("" if pick.cost_usd is None else f", ${pick.cost_usd:,.2f}")
+             + ("" if pick.fits(job) else f" (it misses the {other})")
+             + (f"; a tie with {', '.join(tied)} (their intervals overlap)" if tied else ""))
+    if any(p.energy_kwh is None for p in found.projections):
+        _say(console, "kWh -: not measured (no GPU energy counter, as on a CPU)")
+    for label, why in found.left_out.items():
+        _say(console, f"left out: {label}: {why}")
+
+
+def _say(console: Console, line: str) -> None:
+    """One statement, folded at the terminal's width; its text never read as markup."""
+    import textwrap
+
+    console.print("\n".join(textwrap.wrap(line, console.width, subsequent_indent="  ",
+                                          break_on_hyphens=False)), markup=False)
+
+
+def _range(bounds: tuple[float, float] | None, scale: float) -> str:
+    assert bounds is not None
+    return f"{bounds[0] / scale:.3g}-{bounds[1] / scale:.3g}"
+
+
+def write_data(found: Advice, form: AdviseFormat) -> None:
+    import pandas as pd
+
+    records: list[dict[str, Any]] = [{
+        "workload": found.workload, "item_unit": found.unit, "items": found.job.items,
+        "configuration": p.label, "config_id": p.config_id, "repeats": p.repeats,
+        "items_per_s": p.items_per_s, "time_s": p.time_s,
+        "time_low_s": p.time_range_s[0] if p.time_range_s else None,
+        "time_high_s": p.time_range_s[1] if p.time_range_s else None,
+        "usd_per_hour": p.usd_per_hour, "price_source": p.price_source,
+        "cost_usd": p.cost_usd,
+        "cost_low_usd": p.cost_range_usd[0] if p.cost_range_usd else None,
+        "cost_high_usd": p.cost_range_usd[1] if p.cost_range_usd else None,
+        "energy_kwh": p.energy_kwh, "co2_kg": p.co2_kg, "marks": ",".join(p.marks)}
+        for p in found.projections]
+    if form is AdviseFormat.CSV:
+        sys.stdout.write(pd.DataFrame(records).to_csv(index=False))
+    else:
+        sys.stdout.write(json.dumps({"projections": records, "left_out": found.left_out},
+                                    indent=1) + "\n")

@@ -1,0 +1,113 @@
+"""`matrix advise` (issue 45, first part): a job of N items projected onto every measured
+configuration. A run of known figures, answered by hand below; and a real CPU run of two
+priced local hardware entries."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orchestrator.report.advise import Job, advise, duration_s
+from orchestrator.report.frame import run_frame
+from orchestrator.results.runs import local_run
+from orchestrator.results.store import ResultStore
+from tests.conftest import run_cli, write
+from tests.report_fixtures import cell
+
+JOB = 360_000  # samples: one hour at 100 samples/s
+
+
+@pytest.fixture
+def known_run(tmp_path):
+    """A: 100 samples/s in each of 3 repeats at $1/h; B: 380, 400, 420 at $10/h, 2 J per
+    sample on its GPU counters; C: flagged; D: 2 repeats only, at $1/h."""
+    store = ResultStore(tmp_path / "known")
+    store.root.mkdir(parents=True)
+    for repeat, rate in enumerate([100.0, 100.0, 100.0], start=1):
+        cell(store, f"a{repeat}", "a", "sleep", "slow-cheap", {}, [rate], repeat=repeat,
+             price=1.0)
+    for repeat, rate in enumerate([380.0, 400.0, 420.0], start=1):
+        cell(store, f"b{repeat}", "b", "sleep", "fast-dear", {}, [rate], repeat=repeat,
+             price=10.0, extra={"gpu_energy_j": 2000.0})  # 1,000 samples per epoch
+    cell(store, "c1", "c", "sleep", "hot-box", {}, [9000.0], price=1.0, flags=["throttled"],
+         error="throttled: the GPU slowed down (thermal)")
+    for repeat in (1, 2):
+        cell(store, f"d{repeat}", "d", "sleep", "pair-box", {}, [50.0], repeat=repeat, price=1.0)
+    return store.root
+
+
+def answer(run, **job):
+    return advise(run_frame(local_run(str(run), None)), Job(items=JOB, **job))
+
+
+def test_each_configuration_gets_the_jobs_time_cost_and_energy(known_run):
+    found = answer(known_run, grid_g_per_kwh=500)
+    by = {p.label.split()[0]: p for p in found.projections}
+    assert set(by) == {"slow-cheap", "fast-dear", "pair-box"}  # hot-box is left out
+    a, b, d = by["slow-cheap"], by["fast-dear"], by["pair-box"]
+    assert a.time_s == pytest.approx(3600) and a.cost_usd == pytest.approx(1.0)
+    assert a.time_range_s == pytest.approx((3600, 3600))  # identical repeats: no spread
+    assert b.time_s == pytest.approx(900) and b.cost_usd == pytest.approx(2.5)
+    low, high = b.time_range_s
+    assert JOB / 420 - 1e-6 <= low < 900 < high <= JOB / 380 + 1e-6
+    assert b.energy_kwh == pytest.approx(2 * JOB / 3.6e6) and b.co2_kg == pytest.approx(0.1)
+    assert a.energy_kwh is None  # not measured: never a guess
+    assert d.time_range_s is None and d.repeats == 2  # too few repeats for an interval
+    assert [p.label.split()[0] for p in found.projections] == [
+        "fast-dear", "slow-cheap", "pair-box"]  # fastest first
+    assert found.left_out == {"hot-box": "throttled: the GPU slowed down (thermal)"}
+    assert found.fastest is b and found.cheapest is a
+    assert "front" in a.marks and "front" in b.marks and "front" not in d.marks
+
+
+def test_a_deadline_and_a_budget_change_the_picks(known_run):
+    within_budget = answer(known_run, budget_usd=2.0)
+    assert within_budget.fastest.label.startswith("slow-cheap")  # fast-dear costs $2.50
+    within_deadline = answer(known_run, deadline_s=duration_s("30m"))
+    assert within_deadline.cheapest.label.startswith("fast-dear")  # slow-cheap takes 1 h
+    nothing = answer(known_run, deadline_s=60.0)
+    assert nothing.cheapest is None
+
+
+def test_the_command_prints_within_80_columns_and_json_for_scripts(known_run, tmp_path):
+    done = run_cli("advise", str(known_run), "--items", str(JOB), "--deadline", "30m",
+                   cwd=tmp_path, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80
+    assert "cheapest within the deadline: fast-dear" in done.stdout
+    assert "left out: hot-box: throttled" in done.stdout and "few" in done.stdout
+    data = run_cli("advise", str(known_run), "--items", str(JOB), "--format", "json",
+                   cwd=tmp_path)
+    rows = {r["configuration"].split()[0]: r for r in json.loads(data.stdout)["projections"]}
+    assert rows["fast-dear"]["cost_usd"] == pytest.approx(2.5)
+    assert rows["slow-cheap"]["marks"] == "cheapest,front"
+    for args, problem in ((["--deadline", "soon"], "--deadline 'soon' is not a duration"),
+                          (["--workload", "lstm_lm"], "--workload lstm_lm: the runs measured "
+                                                      "none of it")):
+        refused = run_cli("advise", str(known_run), "--items", "10", *args, cwd=tmp_path)
+        assert refused.returncode == 2
+        (line,) = refused.stderr.strip().splitlines()
+        assert problem in line, line
+
+
+@pytest.mark.slow
+def test_a_real_run_of_two_priced_machines_is_advised(tmp_path):
+    matrix = write(tmp_path / "m.yaml", """
+        name: priced
+        hardware:
+          - {name: cheap-box, kind: local, price_per_hour: 0.5}
+          - {name: dear-box, kind: local, price_per_hour: 4.0}
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: sleep, params: {seconds: 0.2, steps: 4}}]
+        repeats: 3
+        """)
+    done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = answer(tmp_path / "reports" / "priced")
+    cheap, dear = sorted(found.projections, key=lambda p: p.usd_per_hour or 0)
+    assert cheap.label.startswith("cheap-box") and cheap.repeats == 3
+    # the same machine under two prices: the same time, costs in the ratio of the prices
+    assert cheap.time_s == pytest.approx(dear.time_s, rel=0.2)
+    assert cheap.cost_usd / cheap.time_s == pytest.approx(0.5 / 3600)
+    assert found.cheapest is cheap and cheap.time_range_s is not None
