@@ -19,6 +19,7 @@ from orchestrator.database.commands import Db, db_app, history_app
 from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.advise_view import advise_command
 from orchestrator.report.compare import RULE as COMPARE_RULE
+from orchestrator.report.explain_view import explain_command
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,6 +41,7 @@ Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already fi
 app.add_typer(db_app, name="db")
 app.add_typer(history_app, name="history")
 app.command(name="advise")(advise_command)
+app.command(name="explain")(explain_command)
 
 
 def _console() -> Console:
@@ -264,8 +266,7 @@ def list_runs(reports: Annotated[Path, typer.Option(help="Where runs live.")] = 
     if not runs:
         typer.echo(f"no runs under {reports}")
     for run_dir, counts in runs:
-        summary = ", ".join(f"{n} {status}" if n else status for status, n in counts.items()
-                            ) or "no cells"
+        summary = ", ".join(f"{n} {s}" if n else s for s, n in counts.items()) or "no cells"
         typer.echo(f"{run_dir}: {summary}")
 
 
@@ -305,7 +306,6 @@ def report(
     from orchestrator.results.store import write_parquet
     from orchestrator.run.interrupts import signals_deferred
 
-    # the same run named twice is one run
     stores = list({s.root.resolve(): s for s in (local_run(x, region) for x in sources)}
                   .values())
     if len(stores) > 1 and output is None:

@@ -18,11 +18,11 @@ def cell(store: ResultStore, cell_id: str, config_id: str, workload: str, hardwa
          params: dict[str, Any], rates: list[float], status: str = "ok", repeat: int = 1,
          stack: str = "here", gpus: int = 0, price: float | None = None,
          extra: dict[str, Any] | None = None, flags: list[str] | None = None,
-         error: str | None = None) -> None:
+         error: str | None = None, pins: dict[str, Any] | None = None) -> None:
     ident = {"run": "fixture", "cell_id": cell_id, "config_id": config_id, "repeat": repeat}
     provenance = ProvenanceRecord(
         **ident, hostname=hardware, python="3.11.7", framework="torch",
-        framework_version="2.13.0", gpu_count=gpus or None,
+        **{"framework_version": "2.13.0", **(pins or {})}, gpu_count=gpus or None,
         gpu_model="NVIDIA A100-SXM4-40GB" if gpus else None, driver="570.86" if gpus else None,
         cuda="12.6" if gpus else None, instance_type="p4d.24xlarge" if price else None,
         price_per_hour_usd=price, price_source="shipped-table 2025-05-01" if price else None,

@@ -111,3 +111,56 @@ def test_a_real_run_of_two_priced_machines_is_advised(tmp_path):
     assert cheap.time_s == pytest.approx(dear.time_s, rel=0.2)
     assert cheap.cost_usd / cheap.time_s == pytest.approx(0.5 / 3600)
     assert found.cheapest is cheap and cheap.time_range_s is not None
+
+
+@pytest.fixture
+def factorial_run(tmp_path):
+    """Hardware x stack x precision, three identical repeats each: the GPU box is 10x the
+    CPU box in fp32 and 20x in bf16 (bf16 doubles the GPU, does nothing on the CPU); the
+    stack `new` (torch 2.7.1) is 0.9x `old` (torch 2.6.0) everywhere. And one flagged
+    configuration whose figure would pair, left out."""
+    store = ResultStore(tmp_path / "factorial")
+    store.root.mkdir(parents=True)
+    base = {("cpu-box", "fp32"): 100.0, ("cpu-box", "bf16"): 100.0,
+            ("gpu-box", "fp32"): 1000.0, ("gpu-box", "bf16"): 2000.0}
+    for (hardware, precision), rate in base.items():
+        for stack, factor, version in (("old", 1.0, "2.6.0"), ("new", 0.9, "2.7.1")):
+            config = f"{hardware}-{stack}-{precision}"
+            for repeat in (1, 2, 3):
+                cell(store, f"{config}-{repeat}", config, "sleep", hardware,
+                     {"precision": precision}, [rate * factor], repeat=repeat, stack=stack,
+                     pins={"framework_version": version})
+    cell(store, "odd-1", "odd", "sleep", "odd-box", {"precision": "fp32"}, [1e6],
+         stack="old", flags=["throttled"], error="throttled: thermal")
+    return store.root
+
+
+def test_explain_gives_each_factors_effect_over_matched_pairs(factorial_run):
+    from orchestrator.report.explain import explain
+
+    workload, effects = explain(run_frame(local_run(str(factorial_run), None)))
+    assert workload == "sleep"
+    hardware, precision, stack = effects  # largest effect first
+    assert (hardware.factor, hardware.base, hardware.other) == ("hardware", "cpu-box",
+                                                                 "gpu-box")
+    assert hardware.ratio == pytest.approx(15) and hardware.pairs == 4  # 10, 20, 10, 20
+    assert 10 - 1e-9 <= hardware.low <= hardware.high <= 20 + 1e-9
+    assert hardware.by_factor == "precision" and dict(hardware.by_level) == pytest.approx(
+        {"bf16": 20.0, "fp32": 10.0})
+    assert (precision.base, precision.other) == ("bf16", "fp32")
+    assert dict(precision.by_level) == pytest.approx({"cpu-box": 1.0, "gpu-box": 0.5})
+    assert (stack.base, stack.other) == ("new", "old")
+    assert stack.ratio == pytest.approx(1 / 0.9) and stack.low == pytest.approx(1 / 0.9)
+    assert stack.detail == "torch 2.7.1 -> 2.6.0" and stack.by_level == ()
+
+
+def test_explain_prints_one_line_per_change_of_level(factorial_run, tmp_path):
+    done = run_cli("explain", str(factorial_run), cwd=tmp_path, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    text = " ".join(done.stdout.split())
+    assert "hardware cpu-box -> gpu-box: x15.0 [" in text and "over 4 pair(s)" in text
+    assert "depends on precision: x20.0 on bf16, x10.0 on fp32" in text
+    assert "stack new -> old (torch 2.7.1 -> 2.6.0): x1.11" in text
+    assert "odd-box" not in text

@@ -36,8 +36,8 @@ UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class AdviseError(MatrixError):
-    """A job or constraint `matrix advise` cannot answer (no size, a deadline that is not a
-    duration, runs of several workloads and none chosen)."""
+    """A question `matrix advise` or `matrix explain` cannot answer (a deadline that is not
+    a duration, runs of several workloads and none chosen, no throughput at all)."""
 
 
 @dataclass(frozen=True)

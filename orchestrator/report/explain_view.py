@@ -1,0 +1,56 @@
+"""`matrix explain RUN...`: the command, and its lines (one per change of a factor's level,
+folded within the terminal's width) or JSON. The analysis is report/explain.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+
+def explain_command(
+    runs: Annotated[list[str], typer.Argument(
+        help="Run directories (or s3://...) to read as one factorial experiment.",
+        show_default=False)],
+    workload: Annotated[str | None, typer.Option(
+        help="The workload, where the runs hold several.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Every effect as JSON.")] = False,
+    region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")
+                      ] = None,
+) -> None:
+    """Which factor made the difference: for each factor that varies (hardware, stack, each
+    parameter), its effect on throughput across configurations that differ in it alone,
+    the median ratio with a 95% interval; largest first, per level where it depends on
+    another factor."""
+    import pandas as pd
+    from rich.console import Console
+
+    from orchestrator.report.explain import explain
+    from orchestrator.report.frame import run_frame
+    from orchestrator.results.runs import local_run
+
+    frames = [run_frame(local_run(run, region)) for run in dict.fromkeys(runs)]
+    chosen, effects = explain(pd.concat(frames, ignore_index=True), workload)
+    if as_json:
+        sys.stdout.write(json.dumps({"workload": chosen, "effects": [
+            asdict(e) for e in effects]}, indent=1) + "\n")
+        return
+    width = Console().width
+    lines = [f"{chosen}: each factor's effect on throughput, the median ratio over the "
+             "configurations that differ in it alone [95% interval], largest first"]
+    if not effects:
+        lines.append("no factor varies between configurations that are otherwise the same")
+    for e in effects:
+        detail = f" ({e.detail})" if e.detail else ""
+        lines.append(f"{e.factor} {e.base} -> {e.other}{detail}: x{e.ratio:#.3g} "
+                     f"[{e.low:#.3g}, {e.high:#.3g}] over {e.pairs} pair(s)")
+        if e.by_level:
+            lines.append("  depends on " + e.by_factor + ": " + ", ".join(
+                f"x{ratio:#.3g} on {level}" for level, ratio in e.by_level))
+    for line in lines:
+        sys.stdout.write("\n".join(textwrap.wrap(line, width, subsequent_indent="    ",
+                                                 break_on_hyphens=False)) + "\n")
