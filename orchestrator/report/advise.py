@@ -94,22 +94,28 @@ def duration_s(text: str) -> float:
     return float(found.group(1)) * UNITS_S[found.group(2) or "s"]
 
 
-def advise(rows: pd.DataFrame, job: Job, workload: str | None = None) -> Advice:
-    """The job projected onto every configuration of `rows` (judged run frames)."""
-    from orchestrator.report.analysis import config_labels, repeat_medians
-
+def measured_rows(rows: pd.DataFrame, workload: str | None) -> tuple[str, pd.DataFrame]:
+    """The workload asked for (the runs' only one, if none is) and its rows that ended ok
+    with a throughput; AdviseError where that is no single workload the runs measured."""
     ok = rows[(rows["status"] == "ok") & rows["items_per_s"].notna()] if len(rows) else rows
     workloads = sorted(set(ok["workload"])) if len(ok) else []
     if not workloads:
         raise AdviseError("the runs hold no configuration with a throughput that ended ok")
     if workload is None and len(workloads) > 1:
         raise AdviseError(f"the runs hold several workloads ({', '.join(workloads)}): name "
-                          "the job's with --workload")
+                          "one with --workload")
     chosen = workload or workloads[0]
     if chosen not in workloads:
         raise AdviseError(f"--workload {chosen}: the runs measured none of it (they hold "
                           f"{', '.join(workloads)})")
-    ok = ok[ok["workload"] == chosen]
+    return chosen, ok[ok["workload"] == chosen]
+
+
+def advise(rows: pd.DataFrame, job: Job, workload: str | None = None) -> Advice:
+    """The job projected onto every configuration of `rows` (judged run frames)."""
+    from orchestrator.report.analysis import config_labels, repeat_medians
+
+    chosen, ok = measured_rows(rows, workload)
     labels = config_labels(ok)
     flags = ok["flags"].fillna("").astype(str)
     flagged = ok[flags != ""]

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.report.advise import AdviseError
+from orchestrator.report.advise import measured_rows
 from orchestrator.report.compare import CONFIDENCE, RESAMPLES
 from orchestrator.report.markdown import fmt
 
@@ -46,15 +46,8 @@ def explain(rows: pd.DataFrame, workload: str | None = None) -> tuple[str, list[
     """The workload and each factor's effects, largest first."""
     from orchestrator.report.analysis import repeat_medians
 
-    ok = rows[(rows["status"] == "ok") & rows["items_per_s"].notna()] if len(rows) else rows
-    workloads = sorted(set(ok["workload"])) if len(ok) else []
-    if not workloads:
-        raise AdviseError("the runs hold no configuration with a throughput that ended ok")
-    if workload is None and len(workloads) > 1:
-        raise AdviseError(f"the runs hold several workloads ({', '.join(workloads)}): name "
-                          "one with --workload")
-    chosen = workload or workloads[0]
-    ok = ok[(ok["workload"] == chosen) & (ok["flags"].fillna("").astype(str) == "")]
+    chosen, ok = measured_rows(rows, workload)
+    ok = ok[ok["flags"].fillna("").astype(str) == ""]
     configs = ok.drop_duplicates("config_id").set_index("config_id")
     factors = ["hardware", "stack", *sorted(
         c for c in configs.columns if c.startswith("param.")
