@@ -164,3 +164,15 @@ def test_explain_prints_one_line_per_change_of_level(factorial_run, tmp_path):
     assert "depends on precision: x20.0 on bf16, x10.0 on fp32" in text
     assert "stack new -> old (torch 2.7.1 -> 2.6.0): x1.11" in text
     assert "odd-box" not in text
+
+
+def test_the_report_gives_joules_per_item_where_the_gpus_counted_them(known_run, tmp_path):
+    done = run_cli("report", str(known_run), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = (known_run / "report.md").read_text()
+    header = next(line for line in report.splitlines() if line.startswith("| hardware"))
+    column = [c.strip() for c in header.split("|")].index("J/sample")
+    rows = {cells[1]: cells[column] for line in report.splitlines()
+            if (cells := [c.strip() for c in line.split("|")]) and len(cells) > column
+            and cells[1] in ("fast-dear", "slow-cheap")}
+    assert rows == {"fast-dear": "2", "slow-cheap": ""}  # 2,000 J over 1,000 samples; a CPU

@@ -146,6 +146,8 @@ def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame
              job: Job) -> Projection:
     import numpy as np
 
+    from orchestrator.report.analysis import joules_per_item
+
     rate = float(np.median(repeats))
     time_s = job.items / rate
     rates = _interval(repeats) if repeats.size >= MIN_REPEATS else None
@@ -154,12 +156,8 @@ def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame
     cost = None if price is None else time_s / 3600 * price
     cost_range = (None if price is None or time_range is None else
                   (time_range[0] / 3600 * price, time_range[1] / 3600 * price))
-    energy = None
-    if "gpu_energy_j" in rows and rows["gpu_energy_j"].notna().any():
-        measured = rows[rows["gpu_energy_j"].notna() & (rows["items"] > 0)]
-        if len(measured):
-            per_item = float((measured["gpu_energy_j"] / measured["items"]).median())
-            energy = per_item * job.items / 3.6e6
+    per_item = joules_per_item(rows)
+    energy = None if per_item is None else per_item * job.items / 3.6e6
     co2 = None if energy is None or job.grid_g_per_kwh is None else \
         energy * job.grid_g_per_kwh / 1000
     source = rows["price_source"].dropna() if "price_source" in rows else None

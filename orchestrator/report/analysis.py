@@ -67,6 +67,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "eval_items_per_s": _median(group, "eval_items_per_s"),
             "mem_bytes": _median(group, "mem_alloc_peak_bytes"),
             "rss_bytes": _median(group, "host_rss_peak_bytes"),
+            "joules_per_item": joules_per_item(group),
             "peak_fraction": _median(group, "peak_fraction"),
             "ceiling_fraction": _median(group, "ceiling_fraction"),
             "speedup_ratio": _median(group, "speedup_ratio"),  # as the rows carry them
@@ -89,6 +90,18 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             summary[f"metric.{metric}"] = _median(group, metric)
         summaries.append(summary)
     return pd.DataFrame(summaries)
+
+
+def joules_per_item(rows: pd.DataFrame) -> float | None:
+    """The GPUs' energy per item over the timed windows (NVML's counters, `gpu_energy_j`,
+    over the items counted in them), the median over rows; None where none was measured
+    (a CPU): never a guess. `matrix advise` multiplies it by a job's items."""
+    if "gpu_energy_j" not in rows or "items" not in rows:
+        return None
+    measured = rows[rows["gpu_energy_j"].notna() & (rows["items"].fillna(0) > 0)]
+    if not len(measured):
+        return None
+    return float((measured["gpu_energy_j"] / measured["items"]).median())
 
 
 def _median(group: pd.DataFrame, column: str) -> float | None:

@@ -176,6 +176,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                f"train {plural(unit)}/s", "spread", *["CV/repeat"] * has_target]
     has_eval = bool(summary["eval_items_per_s"].notna().any())
     has_gpu_mem = bool(summary["mem_bytes"].notna().any())
+    has_energy = bool(summary["joules_per_item"].notna().any())
     has_peak = bool(summary["achieved_flops"].notna().any())
     has_ceiling = has_peak and bool(summary["ceiling_fraction"].notna().any())
     has_devices = bool((summary["devices"] > 0).any())
@@ -183,7 +184,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     has_cost = bool(summary["usd_per_million_items"].notna().any())
     headers[2:2] = ["devices"] * has_devices
     headers += [f"eval {plural(unit)}/s"] * has_eval + [metric_heading(m) for m in metrics]
-    headers += ["GPU mem MiB"] * has_gpu_mem
+    headers += ["GPU mem MiB"] * has_gpu_mem + [f"J/{unit}"] * has_energy
     headers += ["host RSS MiB", *(["TFLOP/s", "% of peak"] * has_peak),
                 *["% of ceiling"] * has_ceiling]
     headers += ["speedup", "efficiency"] * has_scaling
@@ -201,6 +202,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
         cells += [fmt_mib(row[f"metric.{m}"]) if m.endswith("_bytes") else
                   fmt_metric(row[f"metric.{m}"]) for m in metrics]
         cells += [fmt_mib(row["mem_bytes"])] * has_gpu_mem
+        cells += [fmt_metric(row["joules_per_item"])] * has_energy
         cells += [fmt_mib(row["rss_bytes"])]
         cells += [fmt_tflops(row["achieved_flops"]), _of_peak(row)] * has_peak
         cells += [_of_ceiling(row)] * has_ceiling
@@ -224,7 +226,9 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                "bound)." if bool(summary["epoch_s_lower_bound"].any()) else "")
             + (" % of peak reads TFLOP/s against the datasheet (a CPU: an estimated upper "
                "bound), % of ceiling against what the node's dense products reached "
-               "(Environment: measured ceilings)." if has_ceiling else ""), "",
+               "(Environment: measured ceilings)." if has_ceiling else "")
+            + (f" J/{unit}: the GPUs' energy (NVML's counters) per {unit} over the timed "
+               "steps." if has_energy else ""), "",
             *([f"Fixed settings: {settings}.", ""] if settings else []),
             *([] if has_peak else _no_flop_count(workload)),
             *table(headers, body), "", *_unsettled(summary), *seed_views(workload, summary, unit),
