@@ -18,22 +18,25 @@ def cell(store: ResultStore, cell_id: str, config_id: str, workload: str, hardwa
          params: dict[str, Any], rates: list[float], status: str = "ok", repeat: int = 1,
          stack: str = "here", gpus: int = 0, price: float | None = None,
          extra: dict[str, Any] | None = None, flags: list[str] | None = None,
-         error: str | None = None, pins: dict[str, Any] | None = None) -> None:
+         error: str | None = None, pins: dict[str, Any] | None = None,
+         started_at: str = "2026-11-22T00:00:00+00:00") -> None:
     ident = {"run": "fixture", "cell_id": cell_id, "config_id": config_id, "repeat": repeat}
-    provenance = ProvenanceRecord(
-        **ident, hostname=hardware, python="3.11.7", framework="torch",
-        **{"framework_version": "2.13.0", **(pins or {})}, gpu_count=gpus or None,
-        gpu_model="NVIDIA A100-SXM4-40GB" if gpus else None, driver="570.86" if gpus else None,
-        cuda="12.6" if gpus else None, instance_type="p4d.24xlarge" if price else None,
-        price_per_hour_usd=price, price_source="shipped-table 2025-05-01" if price else None,
-        repo_digest=f"registry/matrix-bench@sha256:{'ab' * 32}" if stack != "here" else None)
+    provenance = ProvenanceRecord(**{
+        **ident, "hostname": hardware, "python": "3.11.7", "framework": "torch",
+        "framework_version": "2.13.0", "gpu_count": gpus or None,
+        "gpu_model": "NVIDIA A100-SXM4-40GB" if gpus else None,
+        "driver": "570.86" if gpus else None, "cuda": "12.6" if gpus else None,
+        "instance_type": "p4d.24xlarge" if price else None, "price_per_hour_usd": price,
+        "price_source": "shipped-table 2025-05-01" if price else None,
+        "repo_digest": f"registry/matrix-bench@sha256:{'ab' * 32}" if stack != "here" else None,
+        **(pins or {})})
     measurements = [MeasurementRecord(
         **ident, epoch=i + 1, train_s=1000 / rate, items=1000.0, item_unit=UNITS[workload],
         items_per_s=rate, step_s_median=0.01, steps=max(1, round(1000 / rate / 0.01)),
         host_rss_peak_bytes=GIB,
         mem_alloc_peak_bytes=2 * GIB * gpus if gpus else None, **(extra or {}))
         for i, rate in enumerate(rates)]
-    record = CellRecord(**ident, status=Status(status), started_at="2026-11-22T00:00:00+00:00",
+    record = CellRecord(**ident, status=Status(status), started_at=started_at,
                         wall_s=10.0, hardware=hardware, stack=stack, workload=workload,
                         error=error, flags=flags or [],
                         **{f"param.{k}": v for k, v in params.items()})

@@ -206,6 +206,8 @@ class Regression:
     high: float
     verdict: Verdict
     code_change: tuple[str, str] | None = None  # the earlier runs' code, the latest's
+    # what else changed between the earlier runs and the latest: "driver 570.86 -> 580.65"
+    changes: tuple[str, ...] = ()
 
 
 def regressions(samples: pd.DataFrame, runs: pd.DataFrame, threshold: float,
@@ -241,8 +243,25 @@ def regressions(samples: pd.DataFrame, runs: pd.DataFrame, threshold: float,
             new_median=float(np.median(new)), ratio=ratio, low=low, high=high,
             verdict=verdict(ratio, low, high, threshold,
                             min(base.size, new.size) >= MIN_REPEATS),
-            code_change=(codes[0], codes[1]) if codes[0] != codes[1] else None))
+            code_change=(codes[0], codes[1]) if codes[0] != codes[1] else None,
+            changes=environment_changes(earlier, latest)))
     return found, alone
+
+
+def environment_changes(earlier: pd.DataFrame, latest: pd.Series) -> tuple[str, ...]:
+    """What the latest run measured on that the earlier ones did not (stack pins, driver,
+    host), as their first repeats' provenance recorded it."""
+    framework = str(latest.get("framework") or "framework")
+    changes = []
+    for field, name in (("framework_version", framework), ("cuda", "CUDA"),
+                        ("cudnn", "cuDNN"), ("driver", "driver"), ("hostname", "host")):
+        if field not in earlier:
+            continue
+        before = sorted({fmt(v) for v in earlier[field].dropna()})
+        after = fmt(latest[field]) if latest.get(field) is not None else None
+        if after is not None and before and before != [after]:
+            changes.append(f"{name} {', '.join(before)} -> {after}")
+    return tuple(changes)
 
 
 def as_sequence(values: Sequence[str] | None) -> tuple[str, ...]:

@@ -135,10 +135,13 @@ def show_regressions(found: list[Regression], alone: int, threshold: float, form
                       f"{item.ratio:.3f} ({item.low:.2f}-{item.high:.2f})",
                       f"[{style}]{item.verdict.value}[/]" if style else item.verdict.value)
     console.print(table)
-    for item in found:  # what changed besides the figures: the user's own code
+    for item in found:  # what changed besides the figures: the code, the environment
         if item.code_change:
             console.print(f"code changed: {item.workload} {item.label}: {item.code_change[0]}"
                           f" -> {item.code_change[1]}", highlight=False, markup=False)
+        if item.changes:
+            console.print(f"changed: {item.workload} {item.label}: {', '.join(item.changes)}",
+                          highlight=False, markup=False)
     counts = Counter(item.verdict for item in found)
     console.print(", ".join(f"{counts[v]} {v.value}" for v in Verdict)
                   + f";\n{alone} configuration(s) in one run only, nothing to compare")

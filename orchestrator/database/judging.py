@@ -29,6 +29,7 @@ PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "ins
 CEILING_FIELDS = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
                   "ceiling_cost_s")
 MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")
+ENVIRONMENT_FIELDS = ("framework", "framework_version", "cuda", "cudnn", "driver", "hostname")
 
 
 def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
@@ -78,6 +79,8 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     verdicts = judged(frame, probes=_probes(db, set(runs["run_key"])))
     runs["flags"] = verdicts["flags"].fillna("")
     runs["workload_version"] = frame["workload_version"]
+    for field in ENVIRONMENT_FIELDS:  # what `history regressions` names where it changed
+        runs[field] = [provenance.get(a, {}).get(field) for a in ids]
     runs["judgement"] = verdicts["judgement"].fillna("").astype(str)
     runs["implausible"] = runs["flags"].str.contains("implausible", regex=False)
     for column in ("achieved_flops", "peak_fraction", "ceiling_fraction", "node_ceiling_flops"):
