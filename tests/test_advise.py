@@ -202,3 +202,27 @@ def test_history_regressions_names_what_changed_between_the_runs(tmp_path):
     (row,) = json.loads(data.stdout)
     assert row["verdict"] == "regression" and row["changes"] == [
         "torch 2.13.0 -> 2.14.0", "driver 570.86 -> 580.65"]
+
+
+def test_advise_and_explain_read_every_run_in_the_store(known_run, factorial_run, tmp_path):
+    """With no run named, the results store is the source: its repeats across runs, judged
+    as history judges them; the same answers as from the run directories."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    imported = run_cli("db", "import", str(known_run), str(factorial_run), "--db", url,
+                       cwd=tmp_path)
+    assert imported.returncode == 0, imported.stderr
+    done = run_cli("advise", "--items", str(JOB), "--workload", "sleep", "--db", url,
+                   "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {r["configuration"]: r for r in json.loads(done.stdout)["projections"]}
+    slow = next(r for label, r in rows.items() if label.startswith("slow-cheap"))
+    assert slow["time_s"] == pytest.approx(3600) and slow["cost_usd"] == pytest.approx(1.0)
+    fast = next(r for label, r in rows.items() if label.startswith("fast-dear"))
+    assert fast["energy_kwh"] == pytest.approx(0.2) and fast["repeats"] == 3
+    assert not any(label.startswith(("hot-box", "odd-box")) for label in rows)  # flagged
+    explained = run_cli("explain", "--db", url, "--json", cwd=tmp_path)
+    effects = json.loads(explained.stdout)["effects"]
+    hardware = next(e for e in effects if (e["base"], e["other"]) == ("cpu-box", "gpu-box"))
+    assert hardware["ratio"] == pytest.approx(15) and hardware["pairs"] == 4
+    both = run_cli("advise", str(known_run), "--items", "10", "--db", url, cwd=tmp_path)
+    assert both.returncode == 2 and "give run directories or --db, not both" in both.stderr

@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from orchestrator.database.commands import Db
+
 if TYPE_CHECKING:
+    import pandas as pd
     from rich.console import Console
 
     from orchestrator.report.advise import Advice
@@ -24,12 +27,12 @@ class AdviseFormat(StrEnum):
 
 
 def advise_command(
-    runs: Annotated[list[str], typer.Argument(
-        help="Run directories (or s3://...) whose configurations to project the job onto.",
-        show_default=False)],
     items: Annotated[float, typer.Option(
         min=1, help="The job's size in the workload's unit (tokens, samples, words...).",
         show_default=False)],
+    runs: Annotated[list[str] | None, typer.Argument(
+        help="Run directories (or s3://...) to project the job onto (default: every run in "
+             "the results store).", show_default=False)] = None,
     workload: Annotated[str | None, typer.Option(
         help="The job's workload, where the runs hold several.")] = None,
     deadline: Annotated[str | None, typer.Option(
@@ -42,25 +45,49 @@ def advise_command(
                     ] = AdviseFormat.TABLE,
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")
                       ] = None,
+    db: Db = None,
 ) -> None:
     """Project a training job of --items onto every configuration the runs measured: the
     time (95% interval over repeats), cost and energy of the whole job on each, the fastest
     within --budget, the cheapest within --deadline, and the Pareto front."""
-    import pandas as pd
     from rich.console import Console
 
     from orchestrator.report.advise import Job, advise, duration_s
-    from orchestrator.report.frame import run_frame
-    from orchestrator.results.runs import local_run
 
     job = Job(items=items, deadline_s=duration_s(deadline) if deadline else None,
               budget_usd=budget, grid_g_per_kwh=grid_intensity)
-    frames = [run_frame(local_run(run, region)) for run in dict.fromkeys(runs)]
-    found = advise(pd.concat(frames, ignore_index=True), job, workload)
+    found = advise(measured(runs, db, region), job, workload)
     if form is AdviseFormat.TABLE:
         show_advice(found, deadline, Console(highlight=False, soft_wrap=True))
     else:
         write_data(found, form)
+
+
+def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.DataFrame:
+    """The rows to answer from: the runs named (each once), else every run in the results
+    store (database/store_rows.py)."""
+    import pandas as pd
+
+    from orchestrator.report.advise import AdviseError
+
+    if runs and db:
+        raise AdviseError("give run directories or --db, not both")
+    if runs:
+        from orchestrator.report.frame import run_frame
+        from orchestrator.results.runs import local_run
+
+        return pd.concat([run_frame(local_run(run, region)) for run in dict.fromkeys(runs)],
+                         ignore_index=True)
+    from orchestrator.database.commands import store_url
+    from orchestrator.database.history import Filters
+    from orchestrator.database.schema import open_store
+    from orchestrator.database.store_rows import store_rows
+
+    conn = open_store(store_url(db), create=False)
+    try:
+        return store_rows(conn, Filters())
+    finally:
+        conn.close()
 
 
 def show_advice(found: Advice, deadline: str | None, console: Console) -> None:

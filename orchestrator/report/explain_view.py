@@ -11,30 +11,30 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.database.commands import Db
+
 
 def explain_command(
-    runs: Annotated[list[str], typer.Argument(
-        help="Run directories (or s3://...) to read as one factorial experiment.",
-        show_default=False)],
+    runs: Annotated[list[str] | None, typer.Argument(
+        help="Run directories (or s3://...) to read as one factorial experiment (default: "
+             "every run in the results store).", show_default=False)] = None,
     workload: Annotated[str | None, typer.Option(
         help="The workload, where the runs hold several.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Every effect as JSON.")] = False,
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")
                       ] = None,
+    db: Db = None,
 ) -> None:
     """Which factor made the difference: for each factor that varies (hardware, stack, each
     parameter), its effect on throughput across configurations that differ in it alone,
     the median ratio with a 95% interval; largest first, per level where it depends on
     another factor."""
-    import pandas as pd
     from rich.console import Console
 
+    from orchestrator.report.advise_view import measured
     from orchestrator.report.explain import explain
-    from orchestrator.report.frame import run_frame
-    from orchestrator.results.runs import local_run
 
-    frames = [run_frame(local_run(run, region)) for run in dict.fromkeys(runs)]
-    chosen, effects = explain(pd.concat(frames, ignore_index=True), workload)
+    chosen, effects = explain(measured(runs, db, region), workload)
     if as_json:
         sys.stdout.write(json.dumps({"workload": chosen, "effects": [
             asdict(e) for e in effects]}, indent=1) + "\n")

@@ -1,0 +1,51 @@
+"""The results store read as one run frame, for `matrix advise` and `matrix explain` with
+`--db`: every timed epoch of every repeat that ended ok, across all runs, with the columns
+those commands read from a run's frame (report/frame.py).
+
+A repeat is an attempt: the same cell in two runs is two repeats of its configuration. Each
+configuration-in-a-run is judged as `matrix history` judges it (judging.judged_runs: from its
+figures and provenance, never from the flags its journal stored alone), and its verdict is
+on each of its rows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from orchestrator.database.connection import Connection
+from orchestrator.database.history import Filters, per_run, repeats
+from orchestrator.database.judging import judged_runs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MEASURED = ("epoch", "items_per_s", "items", "gpu_energy_j")
+
+
+def store_rows(db: Connection, filters: Filters) -> pd.DataFrame:
+    """The rows (see the module's docstring); an empty frame where nothing ended ok."""
+    import pandas as pd
+
+    samples = repeats(db, filters)
+    if samples.empty:
+        return pd.DataFrame()
+    judged = judged_runs(db, per_run(samples)).set_index(["config_id", "run_key"])
+    found = db.query_in("SELECT attempt_id, record FROM measurements WHERE attempt_id IN ({})",
+                        list(samples["attempt_id"]))
+    measured: dict[str, list[dict[str, object]]] = {}
+    for attempt_id, text in found:
+        record = json.loads(text)
+        measured.setdefault(attempt_id, []).append({k: record.get(k) for k in MEASURED})
+    rows = []
+    for attempt in samples.itertuples(index=False):
+        verdict = judged.loc[(attempt.config_id, attempt.run_key)]
+        base = {"status": "ok", "workload": attempt.workload, "hardware": attempt.hardware,
+                "stack": attempt.stack, "config_id": attempt.config_id,
+                "cell_id": attempt.attempt_id, "run": attempt.run,
+                "item_unit": attempt.item_unit, "price_per_hour_usd": attempt.price_per_hour_usd,
+                "flags": verdict["flags"], "judgement": verdict["judgement"],
+                **{f"param.{k}": v for k, v in json.loads(attempt.params).items()}}
+        rows += [{**base, **epoch} for epoch in measured.get(attempt.attempt_id, [])
+                 if epoch.get("items_per_s") is not None]
+    return pd.DataFrame(rows)
