@@ -226,3 +226,19 @@ def test_advise_and_explain_read_every_run_in_the_store(known_run, factorial_run
     assert hardware["ratio"] == pytest.approx(15) and hardware["pairs"] == 4
     both = run_cli("advise", str(known_run), "--items", "10", "--db", url, cwd=tmp_path)
     assert both.returncode == 2 and "give run directories or --db, not both" in both.stderr
+
+
+def test_the_figure_draws_each_priced_configuration_and_the_front(known_run, tmp_path):
+    from orchestrator.report.plots import job_figure
+
+    found = answer(known_run, deadline_s=7200.0, budget_usd=2.0)
+    axes = job_figure(found).axes[0]
+    (front,) = [line for line in axes.get_lines() if line.get_label() == "Pareto front"]
+    assert list(front.get_xdata()) == pytest.approx([0.25, 1.0])  # fast-dear, slow-cheap
+    assert list(front.get_ydata()) == pytest.approx([2.5, 1.0])
+    points = sorted(text.get_text() for text in axes.texts)
+    assert [p.split()[0] for p in points] == ["fast-dear", "pair-box", "slow-cheap"]
+    assert "360,000 samples" in axes.get_title()  # the job, in the title
+    drawn = run_cli("advise", str(known_run), "--items", str(JOB), "--figure",
+                    str(tmp_path / "job.png"), cwd=tmp_path)
+    assert drawn.returncode == 0 and (tmp_path / "job.png").read_bytes()[:4] == b"\x89PNG"

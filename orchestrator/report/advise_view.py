@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -46,17 +47,28 @@ def advise_command(
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")
                       ] = None,
     db: Db = None,
+    figure: Annotated[Path | None, typer.Option(
+        help="Also draw time to train against cost (PNG): intervals, the front, the limits.")
+                      ] = None,
 ) -> None:
     """Project a training job of --items onto every configuration the runs measured: the
     time (95% interval over repeats), cost and energy of the whole job on each, the fastest
     within --budget, the cheapest within --deadline, and the Pareto front."""
     from rich.console import Console
 
-    from orchestrator.report.advise import Job, advise, duration_s
+    from orchestrator.report.advise import AdviseError, Job, advise, duration_s
 
     job = Job(items=items, deadline_s=duration_s(deadline) if deadline else None,
               budget_usd=budget, grid_g_per_kwh=grid_intensity)
     found = advise(measured(runs, db, region), job, workload)
+    if figure is not None:
+        from orchestrator.report.plots import job_figure, save
+
+        drawn = job_figure(found)
+        if drawn is None:
+            raise AdviseError("--figure: no configuration has a price, so there is no cost "
+                              "to draw time against")
+        save(drawn, figure)
     if form is AdviseFormat.TABLE:
         show_advice(found, deadline, Console(highlight=False, soft_wrap=True))
     else:

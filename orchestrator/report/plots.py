@@ -6,7 +6,8 @@ plotted values back from the figure's artists before it is saved.
 - time per epoch, one bar per configuration: timed steps, the rest of the epoch, the range;
 - memory per configuration (the framework's peak where measured, else the process's RSS);
 - speedup against GPUs, with the ideal line;
-- throughput against cost per million items.
+- throughput against cost per million items;
+- `matrix advise`'s job: time to train against cost, with intervals and the Pareto front.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from orchestrator.workload_registry import device_param_columns
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from orchestrator.report.advise import Advice
 
 SIZE_IN = (8.0, 4.5)
 DPI = 100  # 800 x 450 px
@@ -136,6 +139,37 @@ def cost(summary: pd.DataFrame, workload: str, unit: str) -> Figure | None:
                                priced["items_per_s"], implausible, strict=True):
         axes.annotate(name + (" (implausible)" if bad else ""), (x, y), fontsize=7,
                       xytext=(3, 3), textcoords="offset points")
+    return figure
+
+
+def job_figure(found: Advice) -> Figure | None:
+    """`matrix advise`'s answer: each priced configuration's time to train against its cost
+    for the job, with their 95% intervals as bars, the Pareto front drawn, the deadline and
+    the budget as dashed lines; the job in the title. None where nothing has a price."""
+    priced = [p for p in found.projections if p.cost_usd is not None]
+    if not priced:
+        return None
+    job = found.job
+    figure, axes = _figure(f"{found.workload}: {job.items:,.0f} {plural(found.unit)}, time "
+                           "to train against cost", "hours", "US$", rows=0)
+    for p in priced:
+        hours, usd = p.time_s / 3600, float(p.cost_usd or 0)
+        xerr = ([[hours - p.time_range_s[0] / 3600], [p.time_range_s[1] / 3600 - hours]]
+                if p.time_range_s else None)
+        yerr = ([[usd - p.cost_range_usd[0]], [p.cost_range_usd[1] - usd]]
+                if p.cost_range_usd else None)
+        axes.errorbar([hours], [usd], xerr=xerr, yerr=yerr, fmt="o", capsize=3,
+                      color="tab:orange" if "front" in p.marks else "tab:blue")
+        axes.annotate(p.label, (hours, usd), fontsize=7, xytext=(4, 4),
+                      textcoords="offset points")
+    front = sorted((p for p in priced if "front" in p.marks), key=lambda p: p.time_s)
+    axes.plot([p.time_s / 3600 for p in front], [p.cost_usd for p in front], color="tab:orange",
+              linestyle="-", label="Pareto front")
+    if job.deadline_s is not None:
+        axes.axvline(job.deadline_s / 3600, color="grey", linestyle="--", label="deadline")
+    if job.budget_usd is not None:
+        axes.axhline(job.budget_usd, color="grey", linestyle=":", label="budget")
+    axes.legend(fontsize=8)
     return figure
 
 
