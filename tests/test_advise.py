@@ -242,3 +242,36 @@ def test_the_figure_draws_each_priced_configuration_and_the_front(known_run, tmp
     drawn = run_cli("advise", str(known_run), "--items", str(JOB), "--figure",
                     str(tmp_path / "job.png"), cwd=tmp_path)
     assert drawn.returncode == 0 and (tmp_path / "job.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.fixture
+def scaling_run(tmp_path):
+    """One configuration at 1, 2 and 4 GPUs of a $4/h-per-GPU machine: 1,000, 1,900 and
+    3,500 samples/s, three repeats each: a serial fraction of about 0.05."""
+    store = ResultStore(tmp_path / "scaling")
+    store.root.mkdir(parents=True)
+    for gpus, rate in ((1, 1000.0), (2, 1900.0), (4, 3500.0)):
+        for repeat in (1, 2, 3):
+            cell(store, f"g{gpus}-{repeat}", f"g{gpus}", "sleep", f"a100x{gpus}", {}, [rate],
+                 repeat=repeat, gpus=gpus, price=4.0 * gpus)
+    return store.root
+
+
+def test_a_deadline_beyond_the_measured_counts_is_met_by_a_projected_one(scaling_run):
+    from orchestrator.report.projection import serial_fraction
+
+    s, one = serial_fraction([1, 2, 4], [1000.0, 1900.0, 3500.0])
+    assert 0.04 < s < 0.07 and one == pytest.approx(1000, rel=0.03)
+    # 3,600,000 samples: 4 GPUs take 1,029 s; a 900 s deadline needs more
+    found = advise(run_frame(local_run(str(scaling_run), None)),
+                   Job(items=3_600_000, deadline_s=900.0))
+    (projected,) = [p for p in found.projections if "projected" in p.marks]
+    devices = int(projected.label.split(" at ")[1].split()[0])
+    rate = one * devices / (1 + s * (devices - 1))
+    assert 4 < devices <= 8 and projected.time_s <= 900  # never past twice the largest
+    assert projected.items_per_s == pytest.approx(rate) and projected.time_range_s is None
+    assert projected.usd_per_hour == pytest.approx(4.0 * devices)  # its price per GPU
+    fewer = one * (devices - 1) / (1 + s * (devices - 2))
+    assert 3_600_000 / fewer > 900  # the smallest count that meets it
+    assert advise(run_frame(local_run(str(scaling_run), None)),
+                  Job(items=3_600_000, deadline_s=100.0)).projections[0].repeats == 3

@@ -125,11 +125,32 @@ def advise(rows: pd.DataFrame, job: Job, workload: str | None = None) -> Advice:
     projections = [_project(str(config), labels[str(config)], medians.to_numpy(dtype=float),
                             ok[ok["config_id"] == config], job)
                    for config, medians in repeat_medians(ok).groupby(level="config_id")]
+    projections += _scaled(ok, labels, job)
     projections.sort(key=lambda p: p.time_s)
     fastest, cheapest, ties = _picks(projections, job)
     return Advice(workload=chosen, unit=str(ok["item_unit"].iloc[0]) if len(ok) else "item",
                   job=job, projections=projections, left_out=left_out, fastest=fastest,
                   cheapest=cheapest, ties=ties)
+
+
+def _scaled(ok: pd.DataFrame, labels: dict[str, str], job: Job) -> list[Projection]:
+    """Device counts not measured that would meet the deadline (projection.py), marked
+    "projected", without an interval."""
+    from orchestrator.report.analysis import config_summary
+    from orchestrator.report.projection import projections
+
+    found = []
+    for scaled in projections(config_summary(ok), job):
+        time_s = job.items / scaled.items_per_s
+        price = scaled.usd_per_hour
+        found.append(Projection(
+            config_id=scaled.from_config, repeats=0, items_per_s=scaled.items_per_s,
+            label=f"{labels[scaled.from_config]} at {scaled.devices} devices (Amdahl, "
+                  f"serial fraction {scaled.serial_fraction:.3f})",
+            time_s=time_s, time_range_s=None, usd_per_hour=price, price_source=None,
+            cost_usd=None if price is None else time_s / 3600 * price, cost_range_usd=None,
+            energy_kwh=None, co2_kg=None, marks=["projected"]))
+    return found
 
 
 def _why_flagged(rows: pd.DataFrame) -> str:

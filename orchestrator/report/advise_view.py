@@ -122,15 +122,19 @@ def show_advice(found: Advice, deadline: str | None, console: Console) -> None:
         table.add_column(column, justify="left" if column == "marks" else "right",
                          no_wrap=column != "marks")
     for p in found.projections:
-        table.add_row(p.label, str(p.repeats), f"{p.time_s / scale:.3g}",
-                      _range(p.time_range_s, scale) if p.time_range_s else "few",
+        table.add_row(p.label, str(p.repeats or "-"), f"{p.time_s / scale:.3g}",
+                      _range(p.time_range_s, scale) if p.time_range_s else
+                      "proj." if "projected" in p.marks else "few",
                       "-" if p.cost_usd is None else f"{p.cost_usd:,.2f}",
                       _range(p.cost_range_usd, 1) if p.cost_range_usd else "-",
                       "-" if p.energy_kwh is None else f"{p.energy_kwh:.3g}",
                       ", ".join(p.marks))
     console.print(table, markup=False)
-    if any(p.time_range_s is None for p in found.projections):
+    if any(p.time_range_s is None and p.repeats for p in found.projections):
         _say(console, "few: too few repeats for an interval (3 or more)")
+    if any("projected" in p.marks for p in found.projections):
+        _say(console, "proj.: a device count not measured, projected by Amdahl's law fitted "
+                      "to the counts that were (never past twice the largest); no interval")
     picks = (("fastest" + " within the budget" * (job.budget_usd is not None), found.fastest,
               "fastest", "deadline" if job.deadline_s else ""),
              ("cheapest" + " within the deadline" * bool(job.deadline_s), found.cheapest,

@@ -1,0 +1,82 @@
+"""Scaling beyond what was measured, for `matrix advise`: where a configuration was measured
+at several device counts (twins that differ in nothing else: analysis.twin_keys), fit
+Amdahl's law to its throughputs and, for a deadline its largest measured count misses,
+project the smallest count that meets it, never past twice the largest count measured.
+
+Amdahl's law, as fitted: throughput(n) = throughput(1) x n / (1 + s (n - 1)), where s is the
+serial fraction of a step (0: perfect scaling). s is the least-squares fit over the measured
+counts of the relative error, searched on a grid of 0.001; throughput(1) is the measured
+one-device figure, or the fit's through the smallest count measured. The projected row's
+price is the largest measured count's price per device times its devices (the same kind of
+machine, more of it); it has no interval: nothing was measured there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.report.advise import Job
+
+MAX_FACTOR = 2  # never project past twice the largest count measured
+GRID = 1001  # serial fractions tried: 0, 0.001, ..., 1
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """A projected configuration: the measured one it extends, and where it goes."""
+
+    from_config: str
+    devices: int
+    items_per_s: float
+    usd_per_hour: float | None
+    serial_fraction: float
+
+
+def serial_fraction(counts: list[float], rates: list[float]) -> tuple[float, float]:
+    """(s, throughput at one device) of Amdahl's law fitted to measured (count, rate)."""
+    import numpy as np
+
+    n, rate = np.asarray(counts, dtype=float), np.asarray(rates, dtype=float)
+    best = (float("inf"), 0.0, 0.0)
+    for s in np.linspace(0.0, 1.0, GRID):
+        shape = n / (1 + s * (n - 1))
+        one = float(np.median(rate / shape))  # the one-device rate this s implies
+        error = float(np.sum(((one * shape - rate) / rate) ** 2))
+        if error < best[0]:
+            best = (error, float(s), one)
+    return best[1], best[2]
+
+
+def projections(summary: pd.DataFrame, job: Job) -> list[Scaled]:
+    """For each group of twins measured at two device counts or more whose largest misses
+    the job's deadline: the smallest count up to MAX_FACTOR times it that meets it."""
+    from orchestrator.report.analysis import twin_keys
+
+    if job.deadline_s is None or "devices" not in summary or summary.empty:
+        return []
+    found = []
+    keys = [k for k in twin_keys(summary) if k in summary]
+    for _, twins in summary.groupby(keys, sort=False, dropna=False):
+        twins = twins[twins["devices"] > 0]
+        if twins["devices"].nunique() < 2:
+            continue
+        s, one = serial_fraction(list(twins["devices"]), list(twins["items_per_s"]))
+        largest = twins.loc[twins["devices"].idxmax()]
+        top = int(largest["devices"])
+        if job.items / float(largest["items_per_s"]) <= job.deadline_s:
+            continue  # measured counts meet it: nothing to project
+        price = largest.get("price_per_hour_usd")
+        per_device = None if price is None or price != price else float(price) / top
+        for n in range(top + 1, MAX_FACTOR * top + 1):
+            rate = one * n / (1 + s * (n - 1))
+            if job.items / rate <= job.deadline_s:
+                found.append(Scaled(from_config=str(largest["config_id"]), devices=n,
+                                    items_per_s=rate, serial_fraction=s,
+                                    usd_per_hour=None if per_device is None
+                                    else per_device * n))
+                break
+    return found
