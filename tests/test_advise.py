@@ -275,3 +275,41 @@ def test_a_deadline_beyond_the_measured_counts_is_met_by_a_projected_one(scaling
     assert 3_600_000 / fewer > 900  # the smallest count that meets it
     assert advise(run_frame(local_run(str(scaling_run), None)),
                   Job(items=3_600_000, deadline_s=100.0)).projections[0].repeats == 3
+
+
+@pytest.mark.slow
+def test_spot_prices_come_from_ec2s_price_history_with_the_rework_allowed_for(
+        moto_server, tmp_path):
+    """--spot against moto in server mode (a real endpoint): an EC2 row is priced at its
+    instance type's spot price from the price history, and the interruptions the user
+    expects lengthen the job by the work they throw away."""
+    import boto3
+
+    from orchestrator.providers.aws.pricing import spot_price
+
+    store = ResultStore(tmp_path / "ec2")
+    store.root.mkdir(parents=True)
+    for repeat in (1, 2, 3):  # instance_type p4d.24xlarge, on-demand $10/h as recorded
+        cell(store, f"p{repeat}", "p", "sleep", "p4d", {}, [100.0], repeat=repeat, price=10.0)
+    expected = spot_price(boto3.client("ec2", region_name="us-east-1"), "p4d.24xlarge")
+    assert expected is not None  # what EC2 (moto) holds for the type
+    env = {"HOME": str(tmp_path)}  # an empty price cache: the history answers
+    args = ["advise", str(store.root), "--items", str(JOB), "--format", "json"]
+    on_demand = json.loads(run_cli(*args, cwd=tmp_path, env=env).stdout)["projections"][0]
+    assert on_demand["usd_per_hour"] == 10.0 and on_demand["time_s"] == pytest.approx(3600)
+    done = run_cli(*args, "--spot", "--interruptions-per-day", "4", "--checkpoint-every",
+                   "1h", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    (spot,) = json.loads(done.stdout)["projections"]
+    assert spot["usd_per_hour"] == pytest.approx(expected.usd_per_hour)
+    assert spot["price_source"].startswith("spot-price-history")
+    factor = 1 / (1 - 4 * 3600 / 2 / 86400)  # 4 a day, each losing half an hour
+    assert spot["time_s"] == pytest.approx(3600 * factor)
+    assert spot["cost_usd"] == pytest.approx(3600 * factor / 3600 * expected.usd_per_hour)
+    table = run_cli("advise", str(store.root), "--items", str(JOB), "--spot",
+                    "--interruptions-per-day", "4", "--checkpoint-every", "1h",
+                    cwd=tmp_path, env=env)
+    assert "9.1% more time for 4 interruptions a day" in " ".join(table.stdout.split())
+    half = run_cli("advise", str(store.root), "--items", "10", "--interruptions-per-day", "4",
+                   cwd=tmp_path, env=env)
+    assert half.returncode == 2 and "go together, with --spot" in half.stderr

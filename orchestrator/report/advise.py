@@ -22,6 +22,7 @@ interval overlaps the pick's is a tie, and named as one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+SpotPrice = Callable[[str], tuple[float, str] | None]  # instance type -> (USD/h, source)
 
 
 class AdviseError(MatrixError):
@@ -46,6 +48,18 @@ class Job:
     deadline_s: float | None = None
     budget_usd: float | None = None
     grid_g_per_kwh: float | None = None  # gCO2 per kWh, the user's figure
+    spot: bool = False  # priced at the provider's spot price where it has one
+    interruptions_per_day: float | None = None  # the user's expectation, with --spot
+    checkpoint_every_s: float | None = None
+
+    @property
+    def rework_factor(self) -> float:
+        """How much longer the job runs for the work interruptions throw away: each loses,
+        on average, half a checkpoint interval, so a fraction R x T / 2 of each day is done
+        again (1: no allowance is made)."""
+        if not (self.spot and self.interruptions_per_day and self.checkpoint_every_s):
+            return 1.0
+        return 1 / (1 - self.interruptions_per_day * self.checkpoint_every_s / 2 / 86400)
 
 
 @dataclass(frozen=True)
@@ -86,11 +100,11 @@ class Advice:
     ties: dict[str, list[str]]  # "fastest"/"cheapest" -> labels whose interval overlaps
 
 
-def duration_s(text: str) -> float:
+def duration_s(text: str, option: str = "--deadline") -> float:
     """'36h', '90m', '2d', '600s' or '600' as seconds; AdviseError otherwise."""
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if not found or float(found.group(1)) <= 0:
-        raise AdviseError(f"--deadline {text!r} is not a duration (e.g. 36h, 90m, 2d, 600s)")
+        raise AdviseError(f"{option} {text!r} is not a duration (e.g. 36h, 90m, 2d, 600s)")
     return float(found.group(1)) * UNITS_S[found.group(2) or "s"]
 
 
@@ -111,8 +125,22 @@ def measured_rows(rows: pd.DataFrame, workload: str | None) -> tuple[str, pd.Dat
     return chosen, ok[ok["workload"] == chosen]
 
 
-def advise(rows: pd.DataFrame, job: Job, workload: str | None = None) -> Advice:
-    """The job projected onto every configuration of `rows` (judged run frames)."""
+def check_rework(job: Job) -> None:
+    """AdviseError for an interruption allowance that cannot be met (or given without
+    --spot, or half of it)."""
+    rate, interval = job.interruptions_per_day, job.checkpoint_every_s
+    if (rate is None) != (interval is None) or (rate is not None and not job.spot):
+        raise AdviseError("--interruptions-per-day and --checkpoint-every go together, "
+                          "with --spot")
+    if rate is not None and interval is not None and rate * interval / 2 >= 86400:
+        raise AdviseError("with that many interruptions a day and checkpoints that far "
+                          "apart, every day's work is lost again: the job never ends")
+
+
+def advise(rows: pd.DataFrame, job: Job, workload: str | None = None,
+           spot_price: SpotPrice | None = None) -> Advice:
+    """The job projected onto every configuration of `rows` (judged run frames);
+    `spot_price`: an instance type's spot price and its source, with --spot."""
     from orchestrator.report.analysis import config_labels, repeat_medians
 
     chosen, ok = measured_rows(rows, workload)
@@ -122,8 +150,9 @@ def advise(rows: pd.DataFrame, job: Job, workload: str | None = None) -> Advice:
     left_out = {labels[str(c)]: _why_flagged(group)
                 for c, group in flagged.groupby("config_id", sort=True)}
     ok = ok[~ok["config_id"].isin(flagged["config_id"])]
+    check_rework(job)
     projections = [_project(str(config), labels[str(config)], medians.to_numpy(dtype=float),
-                            ok[ok["config_id"] == config], job)
+                            ok[ok["config_id"] == config], job, spot_price)
                    for config, medians in repeat_medians(ok).groupby(level="config_id")]
     projections += _scaled(ok, labels, job)
     projections.sort(key=lambda p: p.time_s)
@@ -164,16 +193,25 @@ def _why_flagged(rows: pd.DataFrame) -> str:
 
 
 def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame,
-             job: Job) -> Projection:
+             job: Job, spot_price: SpotPrice | None = None) -> Projection:
     import numpy as np
 
     from orchestrator.report.analysis import joules_per_item
 
     rate = float(np.median(repeats))
-    time_s = job.items / rate
+    rework = job.rework_factor
+    time_s = job.items / rate * rework
     rates = _interval(repeats) if repeats.size >= MIN_REPEATS else None
-    time_range = (job.items / rates[1], job.items / rates[0]) if rates else None
+    time_range = (job.items / rates[1] * rework, job.items / rates[0] * rework) \
+        if rates else None
     price = _first(rows, "price_per_hour_usd")
+    source = rows["price_source"].dropna() if "price_source" in rows else None
+    shown_source = str(source.iloc[0]) if source is not None and len(source) else None
+    instance = _text(rows, "instance_type")
+    if job.spot and spot_price is not None and instance is not None:
+        found = spot_price(instance)
+        if found is not None:
+            price, shown_source = found
     cost = None if price is None else time_s / 3600 * price
     cost_range = (None if price is None or time_range is None else
                   (time_range[0] / 3600 * price, time_range[1] / 3600 * price))
@@ -181,13 +219,10 @@ def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame
     energy = None if per_item is None else per_item * job.items / 3.6e6
     co2 = None if energy is None or job.grid_g_per_kwh is None else \
         energy * job.grid_g_per_kwh / 1000
-    source = rows["price_source"].dropna() if "price_source" in rows else None
     return Projection(config_id=config_id, label=label, repeats=int(repeats.size),
                       items_per_s=rate, time_s=time_s, time_range_s=time_range,
-                      usd_per_hour=price,
-                      price_source=str(source.iloc[0]) if source is not None and len(source)
-                      else None, cost_usd=cost, cost_range_usd=cost_range,
-                      energy_kwh=energy, co2_kg=co2)
+                      usd_per_hour=price, price_source=shown_source, cost_usd=cost,
+                      cost_range_usd=cost_range, energy_kwh=energy, co2_kg=co2)
 
 
 def _interval(repeats: np.ndarray, seed: int = 0) -> tuple[float, float]:
@@ -200,6 +235,12 @@ def _interval(repeats: np.ndarray, seed: int = 0) -> tuple[float, float]:
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(medians, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def _text(rows: pd.DataFrame, column: str) -> str | None:
+    if column not in rows or not rows[column].notna().any():
+        return None
+    return str(rows[column].dropna().iloc[0])
 
 
 def _first(rows: pd.DataFrame, column: str) -> float | None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from orchestrator.report.advise import Advice
+    from orchestrator.report.advise import Advice, Job, SpotPrice
 
 
 class AdviseFormat(StrEnum):
@@ -47,6 +47,15 @@ def advise_command(
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")
                       ] = None,
     db: Db = None,
+    spot: Annotated[bool, typer.Option(
+        help="Price EC2 rows at their instance type's spot price (its price history).")
+                    ] = False,
+    interruptions_per_day: Annotated[float | None, typer.Option(
+        min=0, help="With --spot: how often you expect to be interrupted.")] = None,
+    checkpoint_every: Annotated[str | None, typer.Option(
+        help="With --spot: how far apart your checkpoints are (2h, 30m).")] = None,
+    aws_region: Annotated[str, typer.Option(help="The region of the spot prices.")
+                          ] = "us-east-1",
     figure: Annotated[Path | None, typer.Option(
         help="Also draw time to train against cost (PNG): intervals, the front, the limits.")
                       ] = None,
@@ -59,8 +68,12 @@ def advise_command(
     from orchestrator.report.advise import AdviseError, Job, advise, duration_s
 
     job = Job(items=items, deadline_s=duration_s(deadline) if deadline else None,
-              budget_usd=budget, grid_g_per_kwh=grid_intensity)
-    found = advise(measured(runs, db, region), job, workload)
+              budget_usd=budget, grid_g_per_kwh=grid_intensity, spot=spot,
+              interruptions_per_day=interruptions_per_day,
+              checkpoint_every_s=duration_s(checkpoint_every, "--checkpoint-every")
+              if checkpoint_every else None)
+    found = advise(measured(runs, db, region), job, workload,
+                   spot_prices(aws_region) if spot else None)
     if figure is not None:
         from orchestrator.report.plots import job_figure, save
 
@@ -73,6 +86,24 @@ def advise_command(
         show_advice(found, deadline, Console(highlight=False, soft_wrap=True))
     else:
         write_data(found, form)
+
+
+def spot_prices(region: str) -> SpotPrice:
+    """An instance type's spot price in `region` from EC2's price history where credentials
+    exist, else the price cache (providers/aws/pricing.py); looked up once per type."""
+    from orchestrator.providers.aws.costs import price_clients
+    from orchestrator.providers.aws.pricing import PriceBook
+
+    book, clients, seen = PriceBook(), price_clients(region), {}
+
+    def price(instance_type: str) -> tuple[float, str] | None:
+        if instance_type not in seen:
+            found = book.price(instance_type, region, True, clients)
+            seen[instance_type] = None if found is None else (found.usd_per_hour,
+                                                              found.describe())
+        return seen[instance_type]
+
+    return price
 
 
 def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.DataFrame:
@@ -114,8 +145,7 @@ def show_advice(found: Advice, deadline: str | None, console: Console) -> None:
                   + (f", {' and '.join(limits)}" if limits else "") + "\n"
                   "time: items / the median throughput of the repeats, with its 95% interval\n"
                   "over the repeats; start-up is not recorded by these runs (counted as 0)\n"
-                  "cost: time x the price per hour of the whole instance, no allowance for\n"
-                  "interruptions", markup=False)
+                  + _pricing(job), markup=False)
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
     table.add_column("configuration", overflow="fold", min_width=14)
     for column in ("n", f"time {unit}", "95% CI", "cost $", "95% CI", "kWh", "marks"):
@@ -162,6 +192,18 @@ def _say(console: Console, line: str) -> None:
 
     console.print("\n".join(textwrap.wrap(line, console.width, subsequent_indent="  ",
                                           break_on_hyphens=False)), markup=False)
+
+
+def _pricing(job: Job) -> str:
+    if not job.spot:
+        return ("cost: time x the price per hour of the whole instance, no allowance for\n"
+                "interruptions")
+    allowance = (f"{job.rework_factor - 1:.1%} more time for {job.interruptions_per_day:g} "
+                 f"interruptions a day, each losing half of a checkpoint interval "
+                 f"({(job.checkpoint_every_s or 0) / 3600:.3g} h)"
+                 if job.rework_factor > 1 else "no allowance for interruptions")
+    return (f"cost: time x the spot price of the whole instance where EC2 has one; "
+            f"{allowance}")
 
 
 def _range(bounds: tuple[float, float] | None, scale: float) -> str:

@@ -26,7 +26,7 @@ def hardware_prices(spec: MatrixSpec, ec2: list[Hardware], book: PriceBook | Non
     if not ec2 or spec.aws is None:
         return {}
     book = book or PriceBook()
-    clients = _clients(spec.aws.region)
+    clients = price_clients(spec.aws.region)
     prices = {}
     for hardware in ec2:
         price = book.price(str(hardware.instance_type), spec.aws.region, hardware.spot, clients)
@@ -52,10 +52,10 @@ def head_price(spec: MatrixSpec, book: PriceBook | None = None) -> Price | None:
         return None
     book = book or PriceBook()
     return book.price(spec.aws.head_instance_type, spec.aws.region, False,
-                      _clients(spec.aws.region))
+                      price_clients(spec.aws.region))
 
 
-def _clients(region: str) -> tuple[Any, Any] | None:
+def price_clients(region: str) -> tuple[Any, Any] | None:
     """(pricing, ec2) clients where boto3 and credentials exist; never reads the keys out."""
     try:
         import boto3
