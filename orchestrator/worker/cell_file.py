@@ -47,6 +47,7 @@ class CellHardware:
     gpus: int  # GPUs the cell uses (0: CPU only)
     instance_type: str | None = None
     spot: bool = False
+    gpu_model: str | None = None  # as the matrix names it, for hardware no catalogue knows
     price_per_hour: float | None = None
     partition: str | None = None  # kind slurm: what the job asked Slurm for
     cpus: int | None = None
@@ -67,6 +68,7 @@ class CellStack:
     cudnn: str | None = None
     python: str | None = None
     base_image: str | None = None
+    index_url: str | None = None  # where its build came from (the image's business)
 
 
 @dataclass(frozen=True)
