@@ -50,14 +50,13 @@ EC2_INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in (
 
 
 def gpu_model_of(hardware: Hardware) -> str | None:
-    """The GPU a hardware entry's cells get: its own `gpu_model`, else its EC2 instance
-    type's from the catalogue; None for CPU hardware or a GPU no one named."""
+    """The GPU a hardware entry's cells get: its own `gpu_model`, else its instance type's
+    from the catalogue (only a kind with instance types has one: spec/load refuses another
+    kind's fields); None for CPU hardware or a GPU no one named."""
     if hardware.gpus == 0:
         return None
-    if hardware.gpu_model:
-        return hardware.gpu_model
     known = EC2_INSTANCE_TYPES.get(hardware.instance_type or "")
-    return known.gpu_model if hardware.kind == "ec2" and known else None
+    return hardware.gpu_model or (known.gpu_model if known else None)
 
 
 def instance_type_problem(name: str, gpus: int) -> str | None:

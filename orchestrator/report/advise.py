@@ -165,11 +165,12 @@ def advise(rows: pd.DataFrame, job: Job, workload: str | None = None,
 def _scaled(ok: pd.DataFrame, labels: dict[str, str], job: Job) -> list[Projection]:
     """Device counts not measured that would meet the deadline (projection.py), marked
     "projected", without an interval."""
-    from orchestrator.report.analysis import config_summary
-    from orchestrator.report.projection import projections
+    from orchestrator.report.projection import configurations, projections
 
+    if job.deadline_s is None:
+        return []
     found = []
-    for scaled in projections(config_summary(ok), job):
+    for scaled in projections(configurations(ok), job.items, job.deadline_s):
         time_s = job.items / scaled.items_per_s
         price = scaled.usd_per_hour
         found.append(Projection(

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
 
-    from orchestrator.report.advise import Job
-
 MAX_FACTOR = 2  # never project past twice the largest count measured
 GRID = 1001  # serial fractions tried: 0, 0.001, ..., 1
 
@@ -51,12 +49,31 @@ def serial_fraction(counts: list[float], rates: list[float]) -> tuple[float, flo
     return best[1], best[2]
 
 
-def projections(summary: pd.DataFrame, job: Job) -> list[Scaled]:
+def configurations(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration of judged, measured rows: what a twin shares (the columns
+    of analysis.twin_keys that the rows have), its devices (judge.devices_column), its
+    throughput (the median of its repeats') and its price."""
+    from orchestrator.report.analysis import repeat_medians
+    from orchestrator.report.judge import devices_column
+
+    rows = rows.assign(devices=devices_column(rows))
+    shared = [c for c in ("workload", "stack", "gpu_model", "instance_type",
+                          "price_per_hour_usd") if c in rows] + [
+        c for c in rows.columns if c.startswith("param.")]
+    firsts = rows.groupby("config_id", sort=False)[[*shared, "devices"]].agg(
+        {**{c: "first" for c in shared}, "devices": "median"})
+    rates = repeat_medians(rows).groupby(level="config_id").median()
+    return firsts.assign(items_per_s=rates.reindex(firsts.index)).rename_axis(
+        "config_id").reset_index()
+
+
+def projections(summary: pd.DataFrame, items: float, deadline_s: float | None
+                ) -> list[Scaled]:
     """For each group of twins measured at two device counts or more whose largest misses
-    the job's deadline: the smallest count up to MAX_FACTOR times it that meets it."""
+    the deadline for `items`: the smallest count up to MAX_FACTOR times it that meets it."""
     from orchestrator.report.analysis import twin_keys
 
-    if job.deadline_s is None or "devices" not in summary or summary.empty:
+    if deadline_s is None or "devices" not in summary or summary.empty:
         return []
     found = []
     keys = [k for k in twin_keys(summary) if k in summary]
@@ -67,13 +84,13 @@ def projections(summary: pd.DataFrame, job: Job) -> list[Scaled]:
         s, one = serial_fraction(list(twins["devices"]), list(twins["items_per_s"]))
         largest = twins.loc[twins["devices"].idxmax()]
         top = int(largest["devices"])
-        if job.items / float(largest["items_per_s"]) <= job.deadline_s:
+        if items / float(largest["items_per_s"]) <= deadline_s:
             continue  # measured counts meet it: nothing to project
         price = largest.get("price_per_hour_usd")
         per_device = None if price is None or price != price else float(price) / top
         for n in range(top + 1, MAX_FACTOR * top + 1):
             rate = one * n / (1 + s * (n - 1))
-            if job.items / rate <= job.deadline_s:
+            if items / rate <= deadline_s:
                 found.append(Scaled(from_config=str(largest["config_id"]), devices=n,
                                     items_per_s=rate, serial_fraction=s,
                                     usd_per_hour=None if per_device is None
