@@ -369,9 +369,14 @@ def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: Imag
     def started() -> None:
         # Awaited, so the board holds the start before the cell's worker exists: a Ray
         # worker that freezes from then on is still ended by the driver.
-        if board is not None:
-            with contextlib.suppress(ray.exceptions.RayError, TimeoutError):
-                ray.get(board.started.remote(token), timeout=START_REPORT_TIMEOUT_S)
+        if board is None:
+            return
+        try:
+            ray.get(board.started.remote(token), timeout=START_REPORT_TIMEOUT_S)
+        except ray.exceptions.TaskCancelledError:
+            raise  # the sweep is stopping this cell: its executor must see it
+        except (ray.exceptions.RayError, TimeoutError):
+            pass  # a board that cannot take it: the executor's own timer still holds
 
     records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
                       on_start=started)
