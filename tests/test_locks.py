@@ -7,16 +7,14 @@ folder on the loopback (never the internet)."""
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
-import threading
 import zipfile
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from orchestrator.images import wheels
 from orchestrator.images.locks import lock_pins, locked_cuda
 from orchestrator.images.stack_image import image_problems, render
 from orchestrator.plan.identity import model_identity
@@ -147,16 +145,9 @@ def simple_index(tmp_path) -> Iterator[str]:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         with open(page / "index.html", "a") as html:
             html.write(f'<a href="../../files/{path.name}#sha256={digest}">{path.name}</a>\n')
-    handler = type("Quiet", (SimpleHTTPRequestHandler,), {"log_message": lambda *a: None})
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://reader:s3cret-pw@127.0.0.1:{server.server_address[1]}/simple/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with wheels.served(root) as url:  # the folder on the loopback, as image builds get it
+        assert url is not None
+        yield url.replace("http://", "http://reader:s3cret-pw@") + "simple/"
 
 
 def test_matrix_lock_resolves_each_stack_with_uv_pinned_by_hash_and_checked(
