@@ -173,18 +173,24 @@ def with_match_ids(runs: pd.DataFrame) -> pd.DataFrame:
 def best(runs: pd.DataFrame) -> pd.DataFrame:
     """Per workload: the fastest configuration-in-a-run and, where priced, the cheapest,
     among judged runs (judging.judged_runs) that are not implausible."""
+    return picks(runs[~runs["implausible"]], ("fastest", "items_per_s", "max"),
+                 "usd_per_million_items")
+
+
+def picks(runs: pd.DataFrame, fastest: tuple[str, str, str], cost: str) -> pd.DataFrame:
+    """Per workload, the row of `runs` best by `fastest` (its name in the `best` column,
+    the column, and "max" or "min" of it) and, among the rows with a `cost`, the cheapest."""
     import pandas as pd
 
-    runs = runs[~runs["implausible"]]
-    picks = []
+    name, column, way = fastest
+    found = []
     for _, of_workload in runs.groupby("workload", sort=True):
-        picks.append(of_workload.loc[of_workload["items_per_s"].idxmax()].to_dict()
-                     | {"best": "fastest"})
-        priced = of_workload.dropna(subset=["usd_per_million_items"])
+        best_at = of_workload[column].idxmax() if way == "max" else of_workload[column].idxmin()
+        found.append(of_workload.loc[best_at].to_dict() | {"best": name})
+        priced = of_workload.dropna(subset=[cost])
         if not priced.empty:
-            picks.append(priced.loc[priced["usd_per_million_items"].idxmin()].to_dict()
-                         | {"best": "cheapest"})
-    return pd.DataFrame(picks)
+            found.append(priced.loc[priced[cost].idxmin()].to_dict() | {"best": "cheapest"})
+    return pd.DataFrame(found)
 
 
 @dataclass(frozen=True)

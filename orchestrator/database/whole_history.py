@@ -15,7 +15,13 @@ import json
 from typing import TYPE_CHECKING
 
 from orchestrator.database.connection import Connection
-from orchestrator.database.history import Filters, described, final_attempts, with_match_ids
+from orchestrator.database.history import (
+    Filters,
+    described,
+    final_attempts,
+    picks,
+    with_match_ids,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,15 +78,5 @@ def whole_per_run(db: Connection, samples: pd.DataFrame) -> pd.DataFrame:
 
 def whole_best(runs: pd.DataFrame) -> pd.DataFrame:
     """Per workload: the quickest configuration-in-a-run and, where priced, the cheapest
-    run."""
-    import pandas as pd
-
-    picks = []
-    for _, of_workload in runs.groupby("workload", sort=True):
-        picks.append(of_workload.loc[of_workload["wall_s"].idxmin()].to_dict()
-                     | {"best": "quickest"})
-        priced = of_workload.dropna(subset=["usd_per_run"])
-        if not priced.empty:
-            picks.append(priced.loc[priced["usd_per_run"].idxmin()].to_dict()
-                         | {"best": "cheapest"})
-    return pd.DataFrame(picks)
+    run (history.picks)."""
+    return picks(runs, ("quickest", "wall_s", "min"), "usd_per_run")
