@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import MatrixError
-from orchestrator.report.compare import CONFIDENCE, MIN_REPEATS, RESAMPLES
+from orchestrator.report.compare import CONFIDENCE, MIN_REPEATS, resampled_medians
 
 if TYPE_CHECKING:
     import numpy as np
@@ -232,7 +232,7 @@ def _interval(repeats: np.ndarray, seed: int = 0) -> tuple[float, float]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    medians = np.median(rng.choice(repeats, (RESAMPLES, repeats.size)), axis=1)
+    medians = resampled_medians(repeats, rng)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(medians, [tail, 100 - tail])
     return float(low), float(high)

@@ -102,12 +102,19 @@ def bootstrap_interval(base: np.ndarray, new: np.ndarray, seed: int = 0
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    base_medians = np.median(rng.choice(base, (RESAMPLES, base.size)), axis=1)
-    new_medians = np.median(rng.choice(new, (RESAMPLES, new.size)), axis=1)
-    ratios = new_medians / base_medians
+    base_medians = resampled_medians(base, rng)
+    ratios = resampled_medians(new, rng) / base_medians
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def resampled_medians(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The median of each of RESAMPLES resamples (with replacement) of `values`: the
+    bootstrap over repeats of compare, advise and explain."""
+    import numpy as np
+
+    return np.asarray(np.median(rng.choice(values, (RESAMPLES, values.size)), axis=1))
 
 
 def verdict(ratio: float, low: float, high: float, threshold: float, enough: bool) -> Verdict:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator.report.advise import measured_rows
-from orchestrator.report.compare import CONFIDENCE, RESAMPLES
+from orchestrator.report.compare import CONFIDENCE, RESAMPLES, resampled_medians
 from orchestrator.report.markdown import fmt
 
 if TYPE_CHECKING:
@@ -114,8 +114,7 @@ def _interval(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int = 0
 
     rng = np.random.default_rng(seed)
     per_pair = np.stack([
-        np.median(rng.choice(new, (RESAMPLES, new.size)), axis=1)
-        / np.median(rng.choice(base, (RESAMPLES, base.size)), axis=1)
+        resampled_medians(new, rng) / resampled_medians(base, rng)
         for base, new in pairs])  # pairs x RESAMPLES
     chosen = rng.integers(0, len(pairs), (RESAMPLES, len(pairs)))
     medians = np.median(per_pair[chosen, np.arange(RESAMPLES)[:, None]], axis=1)
