@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Which torch build bootstrap.sh installs, and from where: prints pip's arguments, one per
+# Which torch build bootstrap.sh installs, and from where: prints the installer's arguments, one per
 # line, on stdout, and why, in one line, on stderr.
 #   - TORCH_SPEC set: exactly that (e.g. TORCH_SPEC='torch==2.13.0+cu128 --index-url ...').
+#   - Installing with uv (MATRIX_BENCH_INSTALLER=uv) and PyTorch's index answers: uv's own
+#     choice of build for this machine (`--torch-backend auto`: the CUDA build its driver
+#     runs, else the CPU-only one).
 #   - An NVIDIA GPU here: torch from the package index, which serves the CUDA build.
 #   - No GPU: the CPU-only build from PyTorch's CPU index (0.75 GB installed, against the CUDA
 #     build's 5.4 GB with its nvidia-* wheels); where that index cannot be reached, the
@@ -41,7 +44,11 @@ urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=8).read(1)
 EOF
 }
 
-if has_gpu; then
+if [[ "${MATRIX_BENCH_INSTALLER:-pip}" == uv ]] && reachable "$CPU_INDEX"; then
+    echo "torch: uv chooses the build of torch==${TORCH_VERSION} for this machine's GPU and" \
+         "driver, or the CPU-only one, from PyTorch's index (--torch-backend auto)" >&2
+    printf '%s\n' "torch==${TORCH_VERSION}" --torch-backend auto
+elif has_gpu; then
     echo "torch: an NVIDIA GPU is here: torch==${TORCH_VERSION} from the package index, the" \
          "CUDA build (about 5.4 GB with its nvidia-* wheels)" >&2
     echo "torch==${TORCH_VERSION}"

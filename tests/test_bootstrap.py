@@ -68,3 +68,77 @@ def test_torch_spec_overrides_everything(cpu_index):
     assert args == ["torch==2.12.1", "--index-url", "http://x.example/simple"]
     assert why == ("torch: TORCH_SPEC=torch==2.12.1 --index-url http://x.example/simple, "
                    "as given")
+
+
+def test_installing_with_uv_takes_uvs_own_choice_of_build_where_pytorchs_index_answers(
+        cpu_index):
+    args, why = choose(MATRIX_BENCH_INSTALLER="uv", MATRIX_BENCH_GPU="no",
+                       MATRIX_BENCH_TORCH_CPU_INDEX=cpu_index)
+    assert args == ["torch==2.13.0", "--torch-backend", "auto"]
+    assert "uv chooses the build" in why
+
+
+def test_installing_with_uv_where_pytorchs_index_is_refused_falls_back_as_pip_does():
+    refused = f"http://127.0.0.1:{free_port()}/whl/cpu"
+    args, why = choose(MATRIX_BENCH_INSTALLER="uv", MATRIX_BENCH_GPU="no",
+                       MATRIX_BENCH_TORCH_CPU_INDEX=refused)
+    assert args == ["torch==2.13.0"]
+    assert "cannot be reached" in why
+
+
+SETTINGS = PROJECT / "scripts" / "uv_settings.py"
+
+
+def uv_settings(listing: str, tmp_path: Path) -> list[str]:
+    (tmp_path / "listing.txt").write_text(listing)
+    done = subprocess.run([sys.executable, str(SETTINGS), str(tmp_path / "listing.txt")],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.splitlines()
+
+
+def test_pips_settings_reach_uv_with_the_environment_winning_over_files(tmp_path):
+    lines = uv_settings(
+        "global.find-links='/opt/wheels'\n"
+        "global.extra-index-url='file:///opt/a/simple file:///opt/b/simple'\n"
+        "global.constraint='/etc/caps.txt'\n"
+        "global.cert='/etc/ssl/site.crt'\n"
+        "global.index-url='http://file-mirror/simple'\n"
+        ":env:.index-url='http://env-mirror/simple'\n"
+        ":env:.default-timeout='180'\n"
+        "global.user='ignored'\n", tmp_path)
+    assert lines == ["--index-url", "http://env-mirror/simple",
+                     "--extra-index-url", "file:///opt/a/simple",
+                     "--extra-index-url", "file:///opt/b/simple",
+                     "--find-links", "/opt/wheels", "--constraint", "/etc/caps.txt",
+                     "SSL_CERT_FILE=/etc/ssl/site.crt", "UV_HTTP_TIMEOUT=180",
+                     "--index-strategy", "unsafe-best-match"]
+
+
+def test_a_machine_without_pip_settings_hands_uv_nothing(tmp_path):
+    assert uv_settings("", tmp_path) == []
+
+
+def test_uv_given_those_settings_takes_the_wheel_folder_and_keeps_the_cap(tmp_path):
+    """A real uv against a wheel folder holding 1.0 and 2.0 of a package, an empty index on
+    the loopback and a constraints file capping it below 2: it installs 1.0, as pip would."""
+    from uv import find_uv_bin
+
+    from orchestrator.images import wheels
+    from tests.wheel_files import wheel
+
+    folder, empty = tmp_path / "wheels", tmp_path / "index"
+    folder.mkdir(), empty.mkdir()
+    wheel(folder, "capped-demo", "1.0"), wheel(folder, "capped-demo", "2.0")
+    (tmp_path / "caps.txt").write_text("capped-demo<2\n")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True)
+    with wheels.served(empty) as url:
+        assert url is not None
+        args = uv_settings(f"global.index-url='{url}'\nglobal.find-links='{folder}'\n"
+                           f"global.constraint='{tmp_path / 'caps.txt'}'\n", tmp_path)
+        done = subprocess.run(
+            [find_uv_bin(), "pip", "install", "--no-config", "--python",
+             str(tmp_path / "venv" / "bin" / "python"), "--cache-dir", str(tmp_path / "cache"),
+             *args, "capped-demo"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "+ capped-demo==1.0" in done.stderr

@@ -76,6 +76,31 @@ def test_a_cuda_stack_renders_on_its_base_image_and_the_ca_bundle_enters_the_tag
     assert with_ca.tag != cpu.tag and "PIP_CERT" in with_ca.dockerfile
 
 
+def test_the_lock_is_installed_by_this_machines_uv_or_by_pip_when_chosen(tmp_path, monkeypatch):
+    """uv by default, copied from this machine into the build context; pip when chosen; the
+    installer is part of the tag; both require the lock's hashes."""
+    from uv import find_uv_bin
+
+    from orchestrator.images.stack_image import _write_context
+
+    (tmp_path / "s.txt").write_text(PINNED)
+    by_uv = render(stack(), Images(locks=str(tmp_path)))
+    assert by_uv.installer.name == "uv" and '"uv", "pip", "install", "--system"' in by_uv.dockerfile
+    assert '"--require-hashes"' in by_uv.dockerfile and "python3-pip" not in by_uv.dockerfile
+    context = tmp_path / "context"
+    context.mkdir()
+    _write_context(context, by_uv)
+    assert (context / "uv").read_bytes() == Path(find_uv_bin()).read_bytes()
+    assert by_uv.installer.wheelhouse_args("http://127.0.0.1:9/") == {
+        "UV_INDEX_URL": "http://127.0.0.1:9/", "UV_EXTRA_INDEX_URL": "http://127.0.0.1:9/",
+        "UV_FIND_LINKS": "http://127.0.0.1:9/"}
+    monkeypatch.setenv("MATRIX_BENCH_IMAGE_INSTALLER", "pip")
+    by_pip = render(stack(), Images(locks=str(tmp_path)))
+    assert by_pip.installer.name == "pip" and by_pip.tag != by_uv.tag
+    assert '"python3", "-m", "pip", "install", "--require-hashes"' in by_pip.dockerfile
+    assert by_pip.installer.binary is None
+
+
 def test_a_lock_from_a_wheelhouse_pins_each_wheel_by_its_hash(tmp_path):
     (tmp_path / "Foo_Bar-1.2.3-py3-none-any.whl").write_bytes(b"wheel bytes")
     lock = lock_from_wheelhouse(tmp_path)

@@ -6,9 +6,7 @@ folder on the loopback (never the internet)."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
 from orchestrator.spec.release_index import ReleaseIndex
 from tests.conftest import run_cli, write
+from tests.wheel_files import wheel
 
 PROJECT = Path(__file__).resolve().parent.parent
 HASH = " --hash=sha256:" + "a" * 64
@@ -69,12 +68,16 @@ def test_a_lock_is_checked_against_the_stacks_cuda_cudnn_python_and_platform(
         render(stack(**pins), Images(locks=str(tmp_path)))
 
 
-def test_index_url_is_where_the_image_installs_from_and_moves_no_id(tmp_path):
+def test_index_url_is_where_the_image_installs_from_and_moves_no_id(tmp_path, monkeypatch):
     (tmp_path / "s.txt").write_text(f"torch==2.7.1+cpu{HASH}\n")
     images = Images(locks=str(tmp_path))
-    plain = render(stack(), images)
     cpu = stack(index_url="https://download.pytorch.org/whl/cpu")
-    assert "--extra-index-url" not in plain.dockerfile
+    plain = render(stack(), images)
+    assert "EXTRA_INDEX_URL=" not in plain.dockerfile
+    assert 'ARG UV_EXTRA_INDEX_URL="https://download.pytorch.org/whl/cpu"' in render(
+        cpu, images).dockerfile
+    monkeypatch.setenv("MATRIX_BENCH_IMAGE_INSTALLER", "pip")
+    assert "--extra-index-url" not in render(stack(), images).dockerfile
     assert '"--extra-index-url", "https://download.pytorch.org/whl/cpu"' in render(
         cpu, images).dockerfile
     assert model_identity(cpu) == model_identity(stack())
@@ -98,31 +101,6 @@ def test_validate_says_in_one_line_that_a_lock_carries_another_cuda(tmp_path):
     (note,) = [line for line in done.stdout.splitlines() if line.startswith("note:")]
     assert "stack old-cuda: its lock" in note and "carries CUDA 12.6.77, the stack declares " \
         "cuda 11.8" in note and "matrix lock MATRIX --stack old-cuda" in note
-
-
-def wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = (),
-          tag: str = "py3-none-any") -> Path:
-    """A minimal wheel of `name` with its METADATA and RECORD, as an index serves it."""
-    dist = f"{name.replace('-', '_')}-{version}"
-    files = {
-        f"{name.replace('-', '_')}/__init__.py": "",
-        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                                      + "".join(f"Requires-Dist: {r}\n" for r in requires),
-        f"{dist}.dist-info/WHEEL": f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: "
-                                   f"true\nTag: {tag}\n",
-    }
-    def digest(text: str) -> str:
-        return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(
-            b"=").decode()
-
-    record = [f"{n},sha256={digest(t)},{len(t.encode())}" for n, t in files.items()]
-    path = folder / f"{dist}-{tag}.whl"
-    with zipfile.ZipFile(path, "w") as archive:
-        for n, text in files.items():
-            archive.writestr(n, text)
-        archive.writestr(f"{dist}.dist-info/RECORD", "\n".join([*record,
-                                                                f"{dist}.dist-info/RECORD,,"]))
-    return path
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from typing import Any
 
 from orchestrator.executors import needs_image
 from orchestrator.images.engine import stopped_by_the_engine
+from orchestrator.images.installer import Installer, image_installer
 from orchestrator.images.locks import DEFAULT_PYTHON, check_lock, lock_from_wheelhouse, lock_pins
 from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageError, ImageRef
 from orchestrator.images.wheels import served
@@ -62,6 +64,7 @@ class Rendered:
     code: tuple[tuple[str, bytes], ...]  # (path under code/, content)
     ca_bundle: bytes | None
     wheelhouse: Path | None  # delivery only: the lock's hashes pin what it holds
+    installer: Installer
     tag: str  # matrix-bench:<hash>
 
 
@@ -81,6 +84,7 @@ def render(stack: Stack, images: Images,
         raise ImageError(f"stack {stack.name}: cannot read its lock file {lock_path}: "
                          f"{exc.strerror}") from None
     check_lock(stack, lock, lock_path)
+    installer = image_installer()
     ca_bundle = Path(images.ca_bundle).read_bytes() if images.ca_bundle else None
     dockerfile = Template(TEMPLATE.read_text(encoding="utf-8")).substitute(
         base_image=base_image(stack),
@@ -89,7 +93,7 @@ def render(stack: Stack, images: Images,
                    "ENV PIP_CERT=/opt/matrix-bench/ca.pem REQUESTS_CA_BUNDLE="
                    "/opt/matrix-bench/ca.pem SSL_CERT_FILE=/opt/matrix-bench/ca.pem\n"
                    if ca_bundle else ""),
-        index_args="".join(f', "{arg}"' for arg in index_args(stack)),
+        install=installer.dockerfile(stack),
     )
     code = worker_code() + user_workload_code(workload_folders or {})
     digest = hashlib.sha256()
@@ -98,7 +102,7 @@ def render(stack: Stack, images: Images,
         digest.update(hashlib.sha256(part).digest())
     wheelhouse = Path(images.wheelhouse) if images.wheelhouse else None
     return Rendered(stack=stack.name, dockerfile=dockerfile, lock=lock, code=code,
-                    ca_bundle=ca_bundle, wheelhouse=wheelhouse,
+                    ca_bundle=ca_bundle, wheelhouse=wheelhouse, installer=installer,
                     tag=f"{REPOSITORY}:{digest.hexdigest()[:TAG_LENGTH]}")
 
 
@@ -122,12 +126,6 @@ def image_problems(spec: MatrixSpec) -> list[str]:
     return problems
 
 
-def index_args(stack: Stack) -> list[str]:
-    """Where pip finds what the lock pins besides the package index: the stack's own
-    `index_url` (PyTorch's CPU builds, an older CUDA variant), as its lock was made."""
-    return ["--extra-index-url", stack.index_url] if stack.index_url else []
-
-
 @functools.cache
 def worker_code() -> tuple[tuple[str, bytes], ...]:
     """The files the image carries, with their bytes: the worker's modules and workloads/."""
@@ -149,6 +147,7 @@ def user_workload_code(folders: Mapping[str, Path]) -> tuple[tuple[str, bytes], 
 
 
 STEP_CONTAINER = re.compile(r"\s*---> Running in ([0-9a-f]{12,64})")  # the classic builder's
+ENGINE_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def find_image(client: Any, stack: str, tag: str) -> ImageRef | None:
@@ -177,14 +176,16 @@ def build_image(client: Any, rendered: Rendered, log_path: Path,
         with served(rendered.wheelhouse) as wheel_url:
             buildargs = {k: os.environ[k] for k in PROXY_ARGS if k in os.environ}
             if wheel_url:
-                buildargs.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=wheel_url)
+                buildargs.update(rendered.installer.wheelhouse_args(wheel_url))
             stream = client.api.build(
                 path=context, tag=rendered.tag, rm=True, forcerm=True, decode=True,
                 network_mode="host", buildargs=buildargs,
                 labels={"matrix-bench.stack": rendered.stack})
-            error = None
+            error, pending = None, ""
             for chunk in stream:
-                text = chunk.get("stream") or chunk.get("status") or ""
+                # the engine colours a step's stderr (uv writes there) in pieces: the log
+                # keeps the text, and `on_line` gets whole lines
+                text = ENGINE_COLOUR.sub("", chunk.get("stream") or chunk.get("status") or "")
                 if step := STEP_CONTAINER.match(text):
                     step_container = step.group(1)
                 if "error" in chunk:
@@ -193,7 +194,9 @@ def build_image(client: Any, rendered: Rendered, log_path: Path,
                 if text:
                     log.write(text)
                     log.flush()
-                    on_line(text.rstrip())
+                    *lines, pending = (pending + text).split("\n")
+                    for line in lines:
+                        on_line(line.rstrip())
     if error is not None:
         stopped = step_container and stopped_by_the_engine(
             client, step_container, since, "the build step",
@@ -212,6 +215,8 @@ def _write_context(folder: Path, rendered: Rendered) -> None:
     (folder / "lock.txt").write_text(rendered.lock, encoding="utf-8")
     if rendered.ca_bundle is not None:
         (folder / "ca.pem").write_bytes(rendered.ca_bundle)
+    if rendered.installer.binary is not None:
+        shutil.copy2(rendered.installer.binary, folder / "uv")
     for relative, content in rendered.code:
         target = folder / "code" / relative
         target.parent.mkdir(parents=True, exist_ok=True)

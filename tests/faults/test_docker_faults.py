@@ -50,12 +50,12 @@ def engine(engine2: SecondEngine) -> Iterator[SecondEngine]:
 
 
 @pytest.fixture
-def sweep(engine: SecondEngine) -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
+def sweep(engine: SecondEngine) -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start `matrix run` on the second engine in the background; killed if a test fails."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(matrix: Path) -> subprocess.Popen[str]:
-        env = {**os.environ, "DOCKER_HOST": engine.host, "COLUMNS": "200"}
+    def start(matrix: Path, env_given: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        env = {**os.environ, "DOCKER_HOST": engine.host, "COLUMNS": "200", **(env_given or {})}
         started.append(subprocess.Popen(
             [sys.executable, "-m", "orchestrator.cli", "run", str(matrix),
              "-o", str(matrix.parent / "run"), "--no-ray"], cwd=matrix.parent, env=env,
@@ -123,7 +123,7 @@ def test_the_engine_going_away_mid_sweep_makes_cells_executor_unavailable(
     assert engine.containers(label) == []
 
 
-def sweep_with_a_running_container(sweep: Callable[[Path], subprocess.Popen[str]],
+def sweep_with_a_running_container(sweep: Callable[..., subprocess.Popen[str]],
                                    engine: SecondEngine, image_env: ImageEnv,
                                    tmp_path: Path, run: str, workload: str
                                    ) -> tuple[subprocess.Popen[str], str, str]:
@@ -188,9 +188,11 @@ def test_a_container_left_by_a_killed_sweep_is_removed_by_the_next(
     assert labels[LABEL_RUN] == "left-behind" and labels[LABEL_CELL] == cell["cell_id"]
 
 
-def start_a_build(sweep: Callable[[Path], subprocess.Popen[str]], image_env: ImageEnv,
+def start_a_build(sweep: Callable[..., subprocess.Popen[str]], image_env: ImageEnv,
                   tmp_path: Path) -> subprocess.Popen[str]:
-    """A sweep whose stack must be built, once the build's pip step is running."""
+    """A sweep whose stack must be built, once the build's pip step is running. The image
+    installs with pip here: its install of torch runs for seconds, long enough to be stopped
+    mid-step, where uv's may be over before the test can act."""
     locks = tmp_path / "locks"  # the same pins under another tag: the build starts
     shutil.copytree(image_env.locks, locks)
     with open(locks / f"{STACK}.txt", "a") as lock:
@@ -199,7 +201,7 @@ def start_a_build(sweep: Callable[[Path], subprocess.Popen[str]], image_env: Ima
         image_env, "build-gone", "{name: sleep, params: {seconds: [1, 2]}}",
         f"images: {{locks: {locks}, wheelhouse: {image_env.wheelhouse}}}\n"))
     build_log = tmp_path / "run" / "build" / f"{STACK}.log"
-    process = sweep(matrix)
+    process = sweep(matrix, {"MATRIX_BENCH_IMAGE_INSTALLER": "pip"})
     wait_for(lambda: build_log.exists() and "Collecting" in build_log.read_text(),
              "the build never reached pip")
     return process
