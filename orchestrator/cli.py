@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
+from orchestrator.dashboard.command import dashboard_command
 from orchestrator.database.commands import Db, db_app, history_app
 from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.advise_view import advise_command
@@ -42,17 +43,16 @@ app.add_typer(db_app, name="db")
 app.add_typer(history_app, name="history")
 app.command(name="advise")(advise_command)
 app.command(name="explain")(explain_command)
+app.command(name="dashboard")(dashboard_command)
 
 
 def _console() -> Console:
     from rich.console import Console
-
     return Console(highlight=False, soft_wrap=True)
 
 
 def _selectors(only: list[str] | None) -> tuple[Selector, ...]:
     from orchestrator.plan.planner import Selector
-
     return tuple(Selector.parse(text) for text in only or [])
 
 
@@ -305,6 +305,7 @@ def report(
     from orchestrator.results.runs import local_run
     from orchestrator.results.store import write_parquet
     from orchestrator.run.interrupts import signals_deferred
+    from orchestrator.spec.job import common_job
 
     stores = list({s.root.resolve(): s for s in (local_run(x, region) for x in sources)}
                   .values())
@@ -328,23 +329,11 @@ def report(
         write_parquet(df, out_dir / "results.parquet")
         path = write_report(out_dir, df, title=None if len(stores) == 1 else
                             f"{out_dir.name}: {', '.join(s.root.name for s in stores)}",
-                            log_tails={k: v for s in stores for k, v in s.log_tails().items()})
+                            log_tails={k: v for s in stores for k, v in s.log_tails().items()},
+                            job=common_job([s.root for s in stores]))
     typer.echo(f"results: {out_dir / 'results.parquet'}\nreport:  {path}")
     if pending:
         raise typer.Exit(130)
-
-
-@app.command()
-def dashboard(output: Annotated[str, typer.Option(
-        "--output", "-o", help="The folder to write the site into (its index.html): new, "
-        "empty, or a site written before, which is replaced whole.")],
-        db: Db = None) -> None:
-    """Write a static site over the results store: workloads by hardware, a page per
-    workload (sortable, filterable tables; throughput, cost, scaling and history charts),
-    a page per run. It needs no server and no network."""
-    from orchestrator.dashboard.build import build_dashboard
-
-    typer.echo(build_dashboard(output, db))
 
 
 @app.command(help=f"""Compare two runs configuration by configuration: did NEW get slower

@@ -19,7 +19,8 @@ def cell(store: ResultStore, cell_id: str, config_id: str, workload: str, hardwa
          stack: str = "here", gpus: int = 0, price: float | None = None,
          extra: dict[str, Any] | None = None, flags: list[str] | None = None,
          error: str | None = None, pins: dict[str, Any] | None = None,
-         started_at: str = "2026-11-22T00:00:00+00:00") -> None:
+         started_at: str = "2026-11-22T00:00:00+00:00",
+         cell_fields: dict[str, Any] | None = None) -> None:
     ident = {"run": "fixture", "cell_id": cell_id, "config_id": config_id, "repeat": repeat}
     provenance = ProvenanceRecord(**{
         **ident, "hostname": hardware, "python": "3.11.7", "framework": "torch",
@@ -38,7 +39,7 @@ def cell(store: ResultStore, cell_id: str, config_id: str, workload: str, hardwa
         for i, rate in enumerate(rates)]
     record = CellRecord(**ident, status=Status(status), started_at=started_at,
                         wall_s=10.0, hardware=hardware, stack=stack, workload=workload,
-                        error=error, flags=flags or [],
+                        error=error, flags=flags or [], **(cell_fields or {}),
                         **{f"param.{k}": v for k, v in params.items()})
     store.append([provenance, *measurements, record])
 

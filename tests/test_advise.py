@@ -101,16 +101,51 @@ def test_a_real_run_of_two_priced_machines_is_advised(tmp_path):
         stacks: [{name: here, executor: process}]
         workloads: [{name: sleep, params: {seconds: 0.2, steps: 4}}]
         repeats: 3
+        job: {items: 360000, deadline: 90d, budget: 1000}
         """)
     done = run_cli("run", str(matrix), "--no-ray", "--db", "none", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    found = answer(tmp_path / "reports" / "priced")
+    run_dir = tmp_path / "reports" / "priced"
+    found = answer(run_dir)
     cheap, dear = sorted(found.projections, key=lambda p: p.usd_per_hour or 0)
     assert cheap.label.startswith("cheap-box") and cheap.repeats == 3
     # the same machine under two prices: the same time, costs in the ratio of the prices
     assert cheap.time_s == pytest.approx(dear.time_s, rel=0.2)
     assert cheap.cost_usd / cheap.time_s == pytest.approx(0.5 / 3600)
     assert found.cheapest is cheap and cheap.time_range_s is not None
+    assert_the_report_answers_the_job(run_dir, tmp_path)
+
+
+def assert_the_report_answers_the_job(run_dir, tmp_path):
+    """The matrix's job answered in report.md and report.html as `matrix advise` answers it,
+    with the figure drawn from the same answer; again by `matrix report` in a new process."""
+    from orchestrator.report.job_section import answer_job
+    from orchestrator.report.plots import job_figure
+    from orchestrator.spec.job import load_job
+
+    job = load_job(run_dir)
+    assert job is not None and job.items == 360000 and job.deadline == "90d"
+    advised = run_cli("advise", str(run_dir), "--items", "360000", "--deadline", "90d",
+                      "--budget", "1000", "--format", "json", cwd=tmp_path)
+    projections = json.loads(advised.stdout)["projections"]
+    for again in (False, True):
+        if again:
+            assert run_cli("report", str(run_dir), cwd=tmp_path).returncode == 0
+        report = (run_dir / "report.md").read_text()
+        section = report.split("## Your job", 1)[1].split("\n## ", 1)[0]
+        assert "360,000 samples of sleep, within 90d and at most $1,000.00" in section
+        for row in projections:  # each configuration's cost, as advise gives it
+            line = next(l for l in section.splitlines() if l.startswith(
+                f"| {row['configuration']} |"))
+            assert f"| {row['cost_usd']:,.2f} |" in line
+        assert "cheapest within the deadline: cheap-box" in section
+        assert "![time to train against cost](plots/job.png)" in section
+        assert "Your job" in (run_dir / "report.html").read_text()
+    drawn = job_figure(answer_job(run_frame(local_run(str(run_dir), None)), job))
+    points = sorted((round(line.get_xdata()[0], 6), round(line.get_ydata()[0], 6))
+                    for line in drawn.axes[0].lines if line.get_marker() == "o")
+    assert points == sorted((round(r["time_s"] / 3600, 6), round(r["cost_usd"], 6))
+                            for r in projections)
 
 
 @pytest.fixture
@@ -313,3 +348,64 @@ def test_spot_prices_come_from_ec2s_price_history_with_the_rework_allowed_for(
     half = run_cli("advise", str(store.root), "--items", "10", "--interruptions-per-day", "4",
                    cwd=tmp_path, env=env)
     assert half.returncode == 2 and "go together, with --spot" in half.stderr
+
+
+def test_recorded_start_up_is_paid_once_and_said_where_none_was_recorded(tmp_path):
+    """E waited 600, 620 and 640 s in a Slurm queue on a cluster that took 300 s to boot:
+    its job takes the median start-up (620 + 300 s) on top of the hour of work; F recorded
+    none, and counts 0, said so."""
+    store = ResultStore(tmp_path / "startup")
+    store.root.mkdir(parents=True)
+    for repeat, queued in enumerate([600.0, 620.0, 640.0], start=1):
+        cell(store, f"e{repeat}", "e", "sleep", "queued-box", {}, [100.0], repeat=repeat,
+             price=1.0, cell_fields={"queued_s": queued, "provision_s": 300.0})
+        cell(store, f"f{repeat}", "f", "sleep", "local-box", {}, [100.0], repeat=repeat,
+             price=1.0)
+    found = answer(store.root)
+    by = {p.label.split()[0]: p for p in found.projections}
+    assert by["queued-box"].startup_s == pytest.approx(920)
+    assert by["queued-box"].time_s == pytest.approx(3600 + 920)
+    assert by["queued-box"].time_range_s == pytest.approx((4520, 4520))
+    assert by["queued-box"].cost_usd == pytest.approx(4520 / 3600)  # the wait is paid for
+    assert by["local-box"].startup_s is None and by["local-box"].time_s == pytest.approx(3600)
+    done = run_cli("advise", str(store.root), "--items", str(JOB), "--format", "json",
+                   cwd=tmp_path)
+    rows = {r["configuration"].split()[0]: r for r in json.loads(done.stdout)["projections"]}
+    assert rows["queued-box"]["startup_s"] == pytest.approx(920)
+    table = run_cli("advise", str(store.root), "--items", str(JOB), cwd=tmp_path,
+                    env={"COLUMNS": "80"})
+    assert "1 configuration(s) recorded none (counted as 0)" in " ".join(table.stdout.split())
+
+
+def test_a_job_the_rows_cannot_answer_says_why_in_the_report(known_run, tmp_path):
+    from orchestrator.spec.job import JobSpec, save_job
+
+    save_job(known_run, JobSpec(items=JOB, workload="lstm_lm"))
+    assert run_cli("report", str(known_run), cwd=tmp_path).returncode == 0
+    section = (known_run / "report.md").read_text().split("## Your job", 1)[1]
+    assert "has no answer from these rows: --workload lstm_lm: the runs measured none" \
+        in " ".join(section.split())
+    save_job(known_run, JobSpec(items=JOB, budget=2.0))
+    assert run_cli("report", str(known_run), cwd=tmp_path).returncode == 0
+    section = (known_run / "report.md").read_text().split("## Your job", 1)[1]
+    assert "left out: hot-box: throttled" in section  # the judge's flags reach it too
+    assert "fastest within the budget: slow-cheap" in section
+
+
+@pytest.mark.parametrize(("job", "problem"), [
+    ("{items: 0}", "job.items"),
+    ("{items: 100, deadline: soon}", "'soon' is not a duration"),
+    ("{items: 100, workload: lstm_lm}", "'lstm_lm' is not a workload of this matrix"),
+    ("{items: 100, color: blue}", "job.color")])
+def test_a_job_that_cannot_be_answered_is_one_line_at_validate(job, problem, tmp_path):
+    matrix = write(tmp_path / "m.yaml", f"""
+        name: bad-job
+        hardware: [{{name: here, kind: local}}]
+        stacks: [{{name: env, executor: process}}]
+        workloads: [{{name: sleep, params: {{seconds: 0.1}}}}]
+        job: {job}
+        """)
+    done = run_cli("validate", str(matrix), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert problem in line, line

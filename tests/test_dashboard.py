@@ -217,3 +217,39 @@ def test_an_empty_store_is_a_site_that_says_so(tmp_path):
                         (tmp_path / "site" / "index.html").read_text()).group(1)
     assert json.loads(payload)["tables"][0]["rows"] == []
     assert "holds no result that ended ok yet" in (tmp_path / "site" / "index.html").read_text()
+
+
+def test_a_job_is_answered_on_its_workloads_page_as_advise_answers_it(site, browser):
+    folder, url, root = site
+    job = ["--items", "1e9", "--workload", "lstm_lm", "--deadline", "30d"]
+    done = run_cli("dashboard", "-o", str(root / "job-site"), "--db", url, *job, cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    advised = run_cli("advise", "--db", url, *job, "--format", "json", cwd=root)
+    projections = json.loads(advised.stdout)["projections"]
+    assert browser.open(root / "job-site" / "workload-lstm_lm.html") == []
+    rows = table_rows(browser, "job")
+    assert [r[0] for r in rows] == [p["configuration"] for p in projections]
+    assert [r[4] for r in rows] == [f"{p['cost_usd']:,.2f}" for p in projections]
+    said = browser.js("return document.querySelector('#your-job ul').textContent;")
+    assert "job: 1,000,000,000 tokens of lstm_lm, within 30d" in said
+    assert "cheapest within the deadline: " in said
+    drawn = browser.js("const img = document.querySelector('#your-job img');"
+                       "return img.complete && img.naturalWidth;")
+    assert drawn > 0  # the figure, drawn into the site and shown
+    assert (root / "job-site" / "plots" / "job.png").is_file()
+    browser.screenshot("dashboard-job")
+    assert browser.open(root / "job-site" / "workload-gpt_lm.html") == []
+    assert browser.js("return document.querySelector('#your-job');") is None  # its page only
+
+
+def test_a_job_the_store_cannot_answer_is_one_line_and_the_site_stays(site, tmp_path):
+    folder, url, root = site
+    before = (folder / "index.html").read_text()
+    for args, problem in ((["--items", "10", "--workload", "nope"], "--workload nope"),
+                          (["--items", "10", "--deadline", "soon"], "'soon' is not a duration"),
+                          (["--budget", "5"], "give its size with --items")):
+        done = run_cli("dashboard", "-o", str(folder), "--db", url, *args, cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert problem in line, line
+    assert (folder / "index.html").read_text() == before

@@ -219,6 +219,8 @@ def test_a_sweep_launches_runs_prices_and_leaves_no_instance(
         assert by_key[(node, "none")]["status"] == "ok", out
         assert by_key[(node, "raise")]["status"] == "failed"
         assert "injected failure" in by_key[(node, "raise")]["log_tail"]
+        assert by_key[(node, "none")]["provision_s"] > 0  # the cluster's boot, for advise
+    assert "provision_s" not in by_key[("laptop", "none")]  # nothing boots for it
     provenance = {r["cell_id"]: r for r in journal(run_dir) if r["record"] == "provenance"}
     for node, node_id in ray_cluster.node_of_hw.items():
         assert by_key[(node, "none")]["node_id"] == node_id  # on the node offering hw:<name>

@@ -6,8 +6,14 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import MatrixError
+
+if TYPE_CHECKING:
+    from orchestrator.database.connection import Connection
+    from orchestrator.report.advise import Advice
+    from orchestrator.spec.job import JobSpec
 
 # The file that marks a folder as a site this command wrote, and so one it may replace
 SITE_MARK = ".matrix-dashboard"
@@ -17,10 +23,12 @@ class DashboardError(MatrixError):
     """The site's folder cannot be written, or is not one the dashboard may replace."""
 
 
-def build_dashboard(output: str, db: str | None) -> str:
+def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> str:
     """Write the site of the store `db` names into the folder `output`, whole: built in a
     temporary folder beside it, then swapped in, so no page of an earlier build survives
-    and a reader never sees half a site. The line that says what was done."""
+    and a reader never sees half a site. The line that says what was done. `job`: a
+    training job its workload's page answers; one the store cannot answer is refused
+    before anything is written."""
     from orchestrator.dashboard.data import site_data
     from orchestrator.dashboard.pages import write_site
     from orchestrator.database.commands import store_url
@@ -32,12 +40,13 @@ def build_dashboard(output: str, db: str | None) -> str:
     conn = open_store(url, create=False)
     try:
         data = site_data(conn, url.shown)
+        answered = (_answer(conn, job), job) if job is not None else None
     finally:
         conn.close()
     building = out.parent / f".{out.name}.building-{os.getpid()}"
     try:
         shutil.rmtree(building, ignore_errors=True)
-        pages = write_site(data, building)
+        pages = write_site(data, building, answered)
         (building / SITE_MARK).write_text("written by `matrix dashboard`, which replaces "
                                           "this folder whole at each build\n")
         _swap_in(building, out)
@@ -49,6 +58,18 @@ def build_dashboard(output: str, db: str | None) -> str:
     return (f"{out / 'index.html'}: {len(pages)} pages ({len(data.runs)} runs, {rows} "
             f"configuration-runs) in {time.perf_counter() - started:.1f} s; open it in a "
             "browser, no server needed")
+
+
+def _answer(conn: Connection, job: JobSpec) -> Advice:
+    """The job answered from every run in the store, as `matrix advise --db` answers it."""
+    from orchestrator.database.history import Filters
+    from orchestrator.database.store_rows import store_rows
+    from orchestrator.report.job_section import answer_job
+
+    found = answer_job(store_rows(conn, Filters()), job)
+    if isinstance(found, str):
+        raise DashboardError(f"--items: the store cannot answer the job: {found}")
+    return found
 
 
 def site_folder(output: str) -> Path:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -31,14 +31,21 @@ from orchestrator.dashboard.content import (
     workload_table,
 )
 from orchestrator.dashboard.data import Run, SiteData, page_name
+from orchestrator.dashboard.job_block import job_block
 from orchestrator.dashboard.vendor import chart_script
 from orchestrator.results.store import atomic_write
+
+if TYPE_CHECKING:
+    from orchestrator.report.advise import Advice
+    from orchestrator.spec.job import JobSpec
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 
-def write_site(data: SiteData, out: Path) -> list[Path]:
-    """Write the whole site under `out`; the pages written."""
+def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = None
+               ) -> list[Path]:
+    """Write the whole site under `out`; the pages written. `job`: a training job's answer
+    (report/advise.py) and the job, shown on its workload's page (job_block.py)."""
     (out / "assets").mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     atomic_write(out / "assets" / "chart.umd.min.js", chart_script().encode())
@@ -46,6 +53,7 @@ def write_site(data: SiteData, out: Path) -> list[Path]:
         shutil.copyfile(ASSETS / asset, out / "assets" / asset)
     rows, whole = data.rows, data.whole
     workloads = data.workloads
+    block = job_block(*job, out) if job is not None else None
     overview = [*([overview_table(rows)] if not rows.empty else []),
                 *([whole_overview_table(whole)] if not whole.empty else [])]
     written = [_page(out / "index.html", "matrix-bench dashboard", data, workloads,
@@ -58,7 +66,10 @@ def write_site(data: SiteData, out: Path) -> list[Path]:
         same = f" Every configuration: {named.constant}." if named.constant else ""
         configs = sum(frame["config_id"].nunique() for frame in both)
         runs = len(set().union(*(set(frame["run_key"]) for frame in both)))
+        mine = block if block is not None and block.workload == workload else None
         written.append(_page(out / page_name(workload), f"{workload}", data, workloads,
+                             lead=mine.html if mine is not None else "",
+                             lead_tables=[mine.table] if mine is not None else [],
                              tables=[*([workload_table(of, workload, named)] if not of.empty
                                        else []),
                                      *([whole_table(of_whole, workload, named)]
@@ -125,9 +136,13 @@ def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str]) -> Path
 
 def _page(path: Path, title: str, data: SiteData, workloads: list[str],
           tables: Sequence[Table] = (), charts: Sequence[Chart] = (),
-          intro: str = "", extra: Table | None = None, depth: int = 0) -> Path:
+          intro: str = "", extra: Table | None = None, depth: int = 0, lead: str = "",
+          lead_tables: Sequence[Table] = ()) -> Path:
+    """One page; `lead`: HTML made safe by its maker, shown first (the job's block), with
+    the containers of `lead_tables` in it."""
     up = "../" * depth
-    payload = {"tables": [_table_json(t, up) for t in [*tables, *([extra] if extra else [])]],
+    payload = {"tables": [_table_json(t, up) for t in [*lead_tables, *tables,
+                                                       *([extra] if extra else [])]],
                "charts": [c.as_json() for c in charts]}
     nav = " ".join([f'<a href="{up}index.html">overview</a>',
                     *(f'<a href="{up}{html.escape(page_name(w))}">{html.escape(w)}</a>'
@@ -139,7 +154,7 @@ def _page(path: Path, title: str, data: SiteData, workloads: list[str],
                         f'<div class="chart-box" style="height: {chart.height_px}px">'
                         f'<canvas id="chart-{html.escape(chart.id)}">'
                         "</canvas></div></figure>")
-    blocks = [f'<div class="charts">{"".join(sections)}</div>' if sections else ""]
+    blocks = [lead, f'<div class="charts">{"".join(sections)}</div>' if sections else ""]
     blocks += [f'<h2>{html.escape(t.caption)}</h2><div id="table-{html.escape(t.id)}"></div>'
                for t in [*tables, *([extra] if extra else [])]]
     generated = datetime.now(UTC).isoformat(timespec="seconds")

@@ -7,7 +7,9 @@ For a job of N items (the workload's unit) and each configuration measured ok:
 - throughput: the median of its repeats' throughputs (each repeat: the median items/s of
   its timed epochs, the unit `matrix compare` uses); its 95% interval by bootstrap over the
   repeats (compare's resampling), none under MIN_REPEATS repeats ("too few repeats");
-- time = N / throughput (+ start-up, which runs do not record yet: counted as 0, said so);
+- time = start-up + N / throughput, the start-up being what its rows recorded (the median
+  Slurm queue wait, the median EC2 cluster boot and set-up); where nothing was recorded
+  (local hardware) it counts as 0, said so;
 - cost = time x the hardware's recorded price per hour (whole instance, its source named);
   no allowance for interruptions is made;
 - energy = the GPU energy counters' joules per item over the timed windows x N, in kWh
@@ -21,19 +23,19 @@ interval overlaps the pick's is a tie, and named as one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import MatrixError
 from orchestrator.report.compare import CONFIDENCE, MIN_REPEATS, resampled_medians
+from orchestrator.spec.job import JobSpec
+from orchestrator.spec.job import duration_s as spec_duration_s
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 SpotPrice = Callable[[str], tuple[float, str] | None]  # instance type -> (USD/h, source)
 
 
@@ -51,6 +53,12 @@ class Job:
     spot: bool = False  # priced at the provider's spot price where it has one
     interruptions_per_day: float | None = None  # the user's expectation, with --spot
     checkpoint_every_s: float | None = None
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> Job:
+        """The job a matrix's `job:` names (no spot pricing: the run's recorded prices)."""
+        return cls(items=spec.items, deadline_s=spec.deadline_s, budget_usd=spec.budget,
+                   grid_g_per_kwh=spec.grid_intensity)
 
     @property
     def rework_factor(self) -> float:
@@ -72,6 +80,7 @@ class Projection:
     items_per_s: float
     time_s: float
     time_range_s: tuple[float, float] | None  # 95% interval; None: too few repeats
+    startup_s: float | None  # recorded queue wait + cluster boot; None: none recorded (0)
     usd_per_hour: float | None
     price_source: str | None
     cost_usd: float | None
@@ -102,10 +111,10 @@ class Advice:
 
 def duration_s(text: str, option: str = "--deadline") -> float:
     """'36h', '90m', '2d', '600s' or '600' as seconds; AdviseError otherwise."""
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if not found or float(found.group(1)) <= 0:
-        raise AdviseError(f"{option} {text!r} is not a duration (e.g. 36h, 90m, 2d, 600s)")
-    return float(found.group(1)) * UNITS_S[found.group(2) or "s"]
+    try:
+        return spec_duration_s(text)
+    except ValueError as exc:
+        raise AdviseError(f"{option} {exc}") from None
 
 
 def measured_rows(rows: pd.DataFrame, workload: str | None) -> tuple[str, pd.DataFrame]:
@@ -171,13 +180,15 @@ def _scaled(ok: pd.DataFrame, labels: dict[str, str], job: Job) -> list[Projecti
         return []
     found = []
     for scaled in projections(configurations(ok), job.items, job.deadline_s):
-        time_s = job.items / scaled.items_per_s
+        startup = _startup_s(ok[ok["config_id"] == scaled.from_config])
+        time_s = (startup or 0.0) + job.items / scaled.items_per_s
         price = scaled.usd_per_hour
         found.append(Projection(
             config_id=scaled.from_config, repeats=0, items_per_s=scaled.items_per_s,
             label=f"{labels[scaled.from_config]} at {scaled.devices} devices (Amdahl, "
                   f"serial fraction {scaled.serial_fraction:.3f})",
-            time_s=time_s, time_range_s=None, usd_per_hour=price, price_source=None,
+            time_s=time_s, time_range_s=None, startup_s=startup, usd_per_hour=price,
+            price_source=None,
             cost_usd=None if price is None else time_s / 3600 * price, cost_range_usd=None,
             energy_kwh=None, co2_kg=None, marks=["projected"]))
     return found
@@ -201,10 +212,11 @@ def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame
 
     rate = float(np.median(repeats))
     rework = job.rework_factor
-    time_s = job.items / rate * rework
+    startup = _startup_s(rows)
+    time_s = (startup or 0.0) + job.items / rate * rework
     rates = _interval(repeats) if repeats.size >= MIN_REPEATS else None
-    time_range = (job.items / rates[1] * rework, job.items / rates[0] * rework) \
-        if rates else None
+    time_range = ((startup or 0.0) + job.items / rates[1] * rework,
+                  (startup or 0.0) + job.items / rates[0] * rework) if rates else None
     price = _first(rows, "price_per_hour_usd")
     source = rows["price_source"].dropna() if "price_source" in rows else None
     shown_source = str(source.iloc[0]) if source is not None and len(source) else None
@@ -222,8 +234,17 @@ def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame
         energy * job.grid_g_per_kwh / 1000
     return Projection(config_id=config_id, label=label, repeats=int(repeats.size),
                       items_per_s=rate, time_s=time_s, time_range_s=time_range,
+                      startup_s=startup,
                       usd_per_hour=price, price_source=shown_source, cost_usd=cost,
                       cost_range_usd=cost_range, energy_kwh=energy, co2_kg=co2)
+
+
+def _startup_s(rows: pd.DataFrame) -> float | None:
+    """The start-up a job on this configuration pays once: the median queue wait plus the
+    median cluster boot its rows recorded; None where they recorded neither."""
+    parts = [float(rows[c].dropna().median()) for c in ("queued_s", "provision_s")
+             if c in rows and rows[c].notna().any()]
+    return sum(parts) if parts else None
 
 
 def _interval(repeats: np.ndarray, seed: int = 0) -> tuple[float, float]:

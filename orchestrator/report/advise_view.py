@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from orchestrator.report.advise import Advice, Job, SpotPrice
+    from orchestrator.report.advise import Advice, SpotPrice
 
 
 class AdviseFormat(StrEnum):
@@ -136,54 +136,22 @@ def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.D
 def show_advice(found: Advice, deadline: str | None, console: Console) -> None:
     from rich.table import Table
 
-    job = found.job
-    limits = ([f"within {deadline}"] if deadline else []) + (
-        [f"at most ${job.budget_usd:,.2f}"] if job.budget_usd is not None else [])
-    hours = max(p.time_s for p in found.projections) >= 3600
-    scale, unit = (3600, "h") if hours else (60, "min")
-    console.print(f"job: {job.items:,.0f} {found.unit}s of {found.workload}"
-                  + (f", {' and '.join(limits)}" if limits else "") + "\n"
-                  "time: items / the median throughput of the repeats, with its 95% interval\n"
-                  "over the repeats; start-up is not recorded by these runs (counted as 0)\n"
-                  + _pricing(job), markup=False)
+    from orchestrator.report import advise_text
+
+    console.print(advise_text.job_line(found, deadline), markup=False)
+    for line in advise_text.method(found):
+        _say(console, line)
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
     table.add_column("configuration", overflow="fold", min_width=14)
-    for column in ("n", f"time {unit}", "95% CI", "cost $", "95% CI", "kWh", "marks"):
+    for column in advise_text.headers(found):
         table.add_column(column, justify="left" if column == "marks" else "right",
                          no_wrap=column != "marks")
+    scale, _ = advise_text.time_scale(found)
     for p in found.projections:
-        table.add_row(p.label, str(p.repeats or "-"), f"{p.time_s / scale:.3g}",
-                      _range(p.time_range_s, scale) if p.time_range_s else
-                      "proj." if "projected" in p.marks else "few",
-                      "-" if p.cost_usd is None else f"{p.cost_usd:,.2f}",
-                      _range(p.cost_range_usd, 1) if p.cost_range_usd else "-",
-                      "-" if p.energy_kwh is None else f"{p.energy_kwh:.3g}",
-                      ", ".join(p.marks))
+        table.add_row(p.label, *advise_text.row(p, scale))
     console.print(table, markup=False)
-    if any(p.time_range_s is None and p.repeats for p in found.projections):
-        _say(console, "few: too few repeats for an interval (3 or more)")
-    if any("projected" in p.marks for p in found.projections):
-        _say(console, "proj.: a device count not measured, projected by Amdahl's law fitted "
-                      "to the counts that were (never past twice the largest); no interval")
-    picks = (("fastest" + " within the budget" * (job.budget_usd is not None), found.fastest,
-              "fastest", "deadline" if job.deadline_s else ""),
-             ("cheapest" + " within the deadline" * bool(job.deadline_s), found.cheapest,
-              "cheapest", "budget" if job.budget_usd is not None else ""))
-    for said, pick, question, other in picks:
-        if pick is None:
-            why = ("no configuration has a price" if question == "cheapest" and all(
-                p.cost_usd is None for p in found.projections) else "none fits")
-            _say(console, f"{said}: {why}")
-            continue
-        tied = found.ties[question]
-        _say(console, f"{said}: {pick.label}, {pick.time_s / scale:.3g} {unit}"
-             + ("" if pick.cost_usd is None else f", ${pick.cost_usd:,.2f}")
-             + ("" if pick.fits(job) else f" (it misses the {other})")
-             + (f"; a tie with {', '.join(tied)} (their intervals overlap)" if tied else ""))
-    if any(p.energy_kwh is None for p in found.projections):
-        _say(console, "kWh -: not measured (no GPU energy counter, as on a CPU)")
-    for label, why in found.left_out.items():
-        _say(console, f"left out: {label}: {why}")
+    for line in advise_text.conclusions(found):
+        _say(console, line)
 
 
 def _say(console: Console, line: str) -> None:
@@ -194,30 +162,13 @@ def _say(console: Console, line: str) -> None:
                                           break_on_hyphens=False)), markup=False)
 
 
-def _pricing(job: Job) -> str:
-    if not job.spot:
-        return ("cost: time x the price per hour of the whole instance, no allowance for\n"
-                "interruptions")
-    allowance = (f"{job.rework_factor - 1:.1%} more time for {job.interruptions_per_day:g} "
-                 f"interruptions a day, each losing half of a checkpoint interval "
-                 f"({(job.checkpoint_every_s or 0) / 3600:.3g} h)"
-                 if job.rework_factor > 1 else "no allowance for interruptions")
-    return (f"cost: time x the spot price of the whole instance where EC2 has one; "
-            f"{allowance}")
-
-
-def _range(bounds: tuple[float, float] | None, scale: float) -> str:
-    assert bounds is not None
-    return f"{bounds[0] / scale:.3g}-{bounds[1] / scale:.3g}"
-
-
 def write_data(found: Advice, form: AdviseFormat) -> None:
     import pandas as pd
 
     records: list[dict[str, Any]] = [{
         "workload": found.workload, "item_unit": found.unit, "items": found.job.items,
         "configuration": p.label, "config_id": p.config_id, "repeats": p.repeats,
-        "items_per_s": p.items_per_s, "time_s": p.time_s,
+        "items_per_s": p.items_per_s, "time_s": p.time_s, "startup_s": p.startup_s,
         "time_low_s": p.time_range_s[0] if p.time_range_s else None,
         "time_high_s": p.time_range_s[1] if p.time_range_s else None,
         "usd_per_hour": p.usd_per_hour, "price_source": p.price_source,

@@ -142,6 +142,9 @@ def cost(summary: pd.DataFrame, workload: str, unit: str) -> Figure | None:
     return figure
 
 
+LIMIT_IN_VIEW = 3  # a deadline or budget past 3x the largest point is named, not drawn
+
+
 def job_figure(found: Advice) -> Figure | None:
     """`matrix advise`'s answer: each priced configuration's time to train against its cost
     for the job, with their 95% intervals as bars, the Pareto front drawn, the deadline and
@@ -165,10 +168,20 @@ def job_figure(found: Advice) -> Figure | None:
     front = sorted((p for p in priced if "front" in p.marks), key=lambda p: p.time_s)
     axes.plot([p.time_s / 3600 for p in front], [p.cost_usd for p in front], color="tab:orange",
               linestyle="-", label="Pareto front")
+    # a limit far past every point is named, not drawn: drawn, it would squash them
+    top_hours = max((p.time_range_s or (0, p.time_s))[1] for p in priced) / 3600
+    top_usd = max((p.cost_range_usd or (0, p.cost_usd or 0))[1] for p in priced)
     if job.deadline_s is not None:
-        axes.axvline(job.deadline_s / 3600, color="grey", linestyle="--", label="deadline")
+        hours = job.deadline_s / 3600
+        if hours <= LIMIT_IN_VIEW * top_hours:
+            axes.axvline(hours, color="grey", linestyle="--", label="deadline")
+        else:
+            axes.plot([], [], " ", label=f"deadline {hours:,.4g} h: off the chart")
     if job.budget_usd is not None:
-        axes.axhline(job.budget_usd, color="grey", linestyle=":", label="budget")
+        if job.budget_usd <= LIMIT_IN_VIEW * top_usd:
+            axes.axhline(job.budget_usd, color="grey", linestyle=":", label="budget")
+        else:
+            axes.plot([], [], " ", label=f"budget ${job.budget_usd:,.2f}: off the chart")
     axes.legend(fontsize=8)
     return figure
 

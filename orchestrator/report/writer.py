@@ -18,6 +18,8 @@ from orchestrator.plan.repeats import settled
 from orchestrator.report.analysis import NOISY_SPREAD, best_choices, config_summary
 from orchestrator.report.ceilings import BELOW_DATASHEET, node_ceilings
 from orchestrator.report.html import write_report_html
+from orchestrator.report.job_section import FIGURE as JOB_FIGURE
+from orchestrator.report.job_section import answer_job, job_section
 from orchestrator.report.markdown import (
     code_block,
     flag_line,
@@ -35,7 +37,7 @@ from orchestrator.report.markdown import (
     present,
     table,
 )
-from orchestrator.report.plots import labels, save, workload_figures
+from orchestrator.report.plots import job_figure, labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
 from orchestrator.results.store import atomic_write
@@ -46,22 +48,32 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from orchestrator.plan.planner import Skipped
+    from orchestrator.spec.job import JobSpec
 
 
 
 def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (),
                  title: str | None = None, now: datetime | None = None,
-                 log_tails: Mapping[str, str] | None = None) -> Path:
+                 log_tails: Mapping[str, str] | None = None, job: JobSpec | None = None
+                 ) -> Path:
     """report.md and its figures (plots/*.png) in `out_dir`, and report.html beside it
     (the same, self-contained, for a browser); returns report.md's path. `log_tails`: the
-    last lines of each failed cell's log, by cell_id (the journal's)."""
+    last lines of each failed cell's log, by cell_id (the journal's); `job`: the matrix's
+    training job, answered in its own section (job_section.py)."""
     figures: dict[str, list[tuple[str, str]]] = {}
     for workload, summary, unit in workload_summaries(df):
         for kind, figure in workload_figures(summary, workload, unit).items():
             relative = f"plots/{workload}-{kind}.png"
             save(figure, out_dir / relative)
             figures.setdefault(workload, []).append((figure.axes[0].get_title(), relative))
-    text = render(df, title or out_dir.name, skipped, figures, now, log_tails)
+    job_lines: list[str] = []
+    if job is not None:
+        answer = answer_job(df, job)
+        drawn = job_figure(answer) if not isinstance(answer, str) else None
+        if drawn is not None:
+            save(drawn, out_dir / JOB_FIGURE)
+        job_lines = job_section(answer, job, JOB_FIGURE if drawn is not None else None)
+    text = render(df, title or out_dir.name, skipped, figures, now, log_tails, job_lines)
     failpoints.reached("report")  # the fault tests kill a sweep here, figures written
     path = out_dir / "report.md"
     atomic_write(path, text.encode())
@@ -87,13 +99,15 @@ def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
 
 def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
            figures: dict[str, list[tuple[str, str]]] | None = None,
-           now: datetime | None = None, log_tails: Mapping[str, str] | None = None) -> str:
+           now: datetime | None = None, log_tails: Mapping[str, str] | None = None,
+           job_lines: Sequence[str] = ()) -> str:
     runs = df["run_dir"].nunique() if "run_dir" in df and len(df) else 1
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# {title}", "",
              f"Generated {when} from {df['cell_id'].nunique() if len(df) else 0} cells"
              + (f" of {runs} runs" if runs > 1 else "") + ".", ""]
     summaries = workload_summaries(df)
+    lines += job_lines
     lines += _choices_section(summaries)
     for workload, summary, unit in summaries:
         lines += _workload_section(summary, workload, unit, (figures or {}).get(workload, []))

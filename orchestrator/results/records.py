@@ -40,6 +40,8 @@ SCHEMA_VERSION = 4
 #   (from NVML, for every framework), compute_device (the model's device, read back) and
 #   devices_used (absent: the workload's sets_devices parameter, else the node's GPUs),
 #   so no version and no migration: an older version 4 record is still a valid one.
+#   Cell records gained, within 4 too, the optional queued_s and provision_s (start-up:
+#   absent, none recorded).
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -188,6 +190,12 @@ class CellRecord(_Identity):
     workload_s: float | None = None  # the worker's own time inside the cell, for overhead
     attempts: int = Field(default=1, ge=1)
     target_cv: float | None = None  # repeats: {until_cv} of the sweep that ran it
+    # Start-up a job on this hardware pays once, before its first step (matrix advise): how
+    # long the cell waited in its scheduler's queue (a Slurm task, not counting the sweep's
+    # own max_parallel), and how long the cluster it ran on took to boot and set up (EC2,
+    # the same for every cell of that cluster). None: nothing queues or boots there.
+    queued_s: float | None = Field(default=None, ge=0)
+    provision_s: float | None = Field(default=None, ge=0)
     node_id: str | None = None
     hardware: Name
     stack: Name
@@ -275,6 +283,18 @@ def parse_record(raw: dict[str, Any]) -> Record:
     if kind not in RECORD_TYPES:
         raise ValueError(f"unknown record kind {kind!r}")
     return RECORD_TYPES[kind].model_validate(raw)
+
+
+def with_startup(records: list[Record], *, queued_s: float | None = None,
+                 provision_s: float | None = None) -> list[Record]:
+    """A cell's batch with the start-up its provider measured on its cell record (the
+    last); a figure not given is left as it is."""
+    cell = records[-1]
+    update = {k: v for k, v in (("queued_s", queued_s), ("provision_s", provision_s))
+              if v is not None}
+    if not isinstance(cell, CellRecord) or not update:
+        return records
+    return [*records[:-1], cell.model_copy(update=update)]
 
 
 def with_attempts(records: list[Record], attempts: int) -> list[Record]:

@@ -40,6 +40,7 @@ from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with
 from orchestrator.run.dispatch import RayDispatcher, SerialDispatcher
 from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
+from orchestrator.spec.job import save_job
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import MatrixSpec
 from orchestrator.workload_registry import load_workload, workload_source
@@ -118,6 +119,7 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
         forget_ceilings(store.root)
     save_declarations(store.root, [load_workload(w.name) for w in spec.workloads
                                    if workload_source(w.name) != "built-in"])
+    save_job(store.root, spec.job)
     plan = sweep.plan()
     launched, prices = sweep.preflight(plan)
     statuses: Counter[str] = Counter()
@@ -257,7 +259,8 @@ class _Sweep:
         self.close()
         if store.journal.exists():
             df = write_results(store)
-            write_report(store.root, df, plan.skipped, log_tails=store.log_tails())
+            write_report(store.root, df, plan.skipped, log_tails=store.log_tails(),
+                         job=self.spec.job)
             console.print(f"results: {store.parquet}\nreport:  {store.report}")
 
 

@@ -169,10 +169,23 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml,
     for section in ("include", "exclude"):
         for index, rule in enumerate(getattr(spec, section)):
             _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
+    _check_job(spec, names["workload"], doc)
     check_grid(spec, doc)
     cells = expand(spec)
     _check_configurations(spec, cells, doc)
     _check_package_locks(spec, cells, doc)
+
+
+def _check_job(spec: MatrixSpec, workloads: set[str], doc: LocatedYaml) -> None:
+    """The job's workload is one the matrix runs; it may go unnamed where there is one."""
+    if spec.job is None:
+        return
+    if spec.job.workload is None and len(workloads) > 1:
+        raise doc.error(("job",), f"name the job's workload (workload: one of "
+                                  f"{', '.join(sorted(workloads))}): the matrix runs several")
+    if spec.job.workload is not None and spec.job.workload not in workloads:
+        raise doc.error(("job", "workload"), f"{spec.job.workload!r} is not a workload of "
+                                             f"this matrix ({', '.join(sorted(workloads))})")
 
 
 def _check_configurations(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.results.records import Name as RecordName
+from orchestrator.spec.job import JobSpec
 from orchestrator.workload_registry import ItemUnit, ParamType, Scalar
 
 Name = RecordName  # one rule for a name in a matrix and on a journal line
@@ -202,6 +203,7 @@ class MatrixSpec(_Strict):
     images: Images = Field(default_factory=Images)
     aws: Aws | None = None  # needed by EC2 hardware
     slurm: Slurm = Field(default_factory=Slurm)
+    job: JobSpec | None = None  # the user's training job, answered in the report
     max_cells: int = Field(default=10_000, ge=1, le=HARD_MAX_CELLS, description=(
         "The most cells the matrix may expand to (after repeats and include rules); a "
         "bigger grid is refused as a likely slip. Raise it when you mean it."))

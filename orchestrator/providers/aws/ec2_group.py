@@ -2,8 +2,9 @@
 
 Entering the group brings the run's cluster up and submits the head driver; a thread then
 follows the driver's log and hands each cell's records to the sweep (`record`), while the
-sweep runs its local cells. Leaving the group, however it happens, stops the driver and
-tears the cluster down.
+sweep runs its local cells. Each cell record carries the seconds the cluster took to boot
+and set up (`provision_s`): the start-up a job on that hardware pays (matrix advise).
+Leaving the group, however it happens, stops the driver and tears the cluster down.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,7 @@ from orchestrator.plan.cells import Cell
 from orchestrator.providers.aws.cluster import Clients, Launcher, ec2_cluster
 from orchestrator.providers.aws.follower import JobFollower, stage_job
 from orchestrator.providers.aws.head_driver import DriverInput
-from orchestrator.results.records import Record
+from orchestrator.results.records import Record, with_startup
 from orchestrator.spec.model import MatrixSpec
 
 HEAD_RUN_ROOT = "~/matrix-bench/runs"  # on the nodes: cell files and logs
@@ -50,11 +52,14 @@ class Ec2Group:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._job: str | None = None
+        self.provision_s: float | None = None
 
     def __enter__(self) -> Ec2Group:
         work = self.work
+        booting = time.monotonic()
         self._stack.enter_context(ec2_cluster(work.spec, work.run_id, work.run_dir,
                                               self.launcher, self.clients, self.say))
+        self.provision_s = time.monotonic() - booting
         try:
             with tempfile.TemporaryDirectory(prefix="matrix-bench-job-") as staging:
                 self._job = self.follower.submit(stage_job(Path(staging), work.driver_input),
@@ -92,7 +97,7 @@ class Ec2Group:
         try:
             for cell, records in self.follower.follow(self._job, self.work.driver_input.cells,
                                                       self._stop):
-                self.record(cell, records)
+                self.record(cell, with_startup(records, provision_s=self.provision_s))
         except BaseException as exc:  # shown by wait(), in the sweep's thread
             self._error = exc
 

@@ -9,8 +9,8 @@ from typing import Any
 from orchestrator.errors import MatrixError
 
 # The run's own files; cell files and build logs stay local (logs/ carry what failed).
-UPLOADED = ("results.jsonl", "results.parquet", "report.md", "report.html", "logs/*.log",
-            "build/*.log")
+UPLOADED = ("results.jsonl", "results.parquet", "report.md", "report.html", "plots/*.png",
+            "workloads.json", "job.json", "logs/*.log", "build/*.log")
 
 
 class S3UriError(MatrixError):

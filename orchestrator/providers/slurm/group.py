@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
@@ -35,7 +36,14 @@ from orchestrator.providers.slurm.jobs import (
     task_script,
 )
 from orchestrator.providers.slurm.outcomes import TaskState, ended_status, task_states
-from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
+from orchestrator.results.records import (
+    CellRecord,
+    Record,
+    Status,
+    parse_record,
+    with_attempts,
+    with_startup,
+)
 from orchestrator.run.costs import budget_guard
 from orchestrator.spec.model import Slurm
 
@@ -55,6 +63,9 @@ class _Task:
     array_id: str
     attempt: int
     queued_since: float  # monotonic; restarts while the task waits on max_parallel only
+    # the same on the wall clock, for the cell's recorded queue wait; None for a task an
+    # earlier driver submitted (when is not known)
+    waiting_since: float | None = None
     ended_since: float | None = None  # when it was first seen ended (or gone) without records
 
     @property
@@ -135,7 +146,8 @@ class SlurmGroup:
             if submission is None or cell is None or cell.cell_id not in wanted:
                 elsewhere += 1  # a cell outside this sweep's selection (--only)
                 continue
-            self._follow_task(wanted.pop(cell.cell_id), submission, int(index), array_id, 1)
+            self._follow_task(wanted.pop(cell.cell_id), submission, int(index), array_id, 1,
+                              submitted_now=False)
             adopted += 1
         for records_file in sorted(self.run_dir.glob("slurm/*/records/*.jsonl")):
             submission = read_submission(self.run_dir, records_file.parent.parent.name)
@@ -172,9 +184,10 @@ class SlurmGroup:
                         f"{self.settings.max_parallel} at once")
 
     def _follow_task(self, cell: Cell, submission: Submission, index: int, array_id: str,
-                     attempt: int) -> None:
+                     attempt: int, submitted_now: bool = True) -> None:
         with self.lock:
-            task = _Task(cell, submission, index, array_id, attempt, time.monotonic())
+            task = _Task(cell, submission, index, array_id, attempt, time.monotonic(),
+                         time.time() if submitted_now else None)
             self.tasks[task.task_id] = task
 
     def _follow(self) -> None:
@@ -226,6 +239,8 @@ class SlurmGroup:
         if state is not None and state.state == "PENDING":
             if state.detail == THROTTLED:
                 task.queued_since = now
+                if task.waiting_since is not None:  # behind our own throttle: not a wait
+                    task.waiting_since = time.time()
             if now - task.queued_since > self.settings.queue_timeout_s:
                 self._stop(task, Status.QUEUE_TIMEOUT, (
                     f"waited {now - task.queued_since:.0f} s in Slurm's queue (reason: "
@@ -270,6 +285,9 @@ class SlurmGroup:
             if self.tasks.pop(task.task_id, None) is None:
                 return  # cancelled by the sweep meanwhile: not journalled
         records = with_attempts(records, task.attempt)
+        if task.waiting_since is not None and isinstance(records[-1], CellRecord):
+            started = datetime.fromisoformat(records[-1].started_at).timestamp()
+            records = with_startup(records, queued_s=max(0.0, started - task.waiting_since))
         ended = records[-1]
         if self.guard is not None and isinstance(ended, CellRecord):
             self.guard.ended(task.cell, ended.wall_s)
