@@ -1,15 +1,19 @@
-"""The registries are the only seams: an executor and a provider defined here, registered
-here, run a sweep end to end with no change to the orchestrator's code."""
+"""The registries are the only seams. An executor and a provider from an installed test
+package (tests/plugin_package), registered by entry point only, run a sweep serially, on the
+embedded Ray and (the executor) in a Slurm task, with no change to the orchestrator's code;
+providers registered in-process by the public call launch their own nodes, price, clean up
+and log in to their registries."""
 
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
 import re
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
+import zipfile
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
@@ -17,87 +21,111 @@ from typing import ClassVar
 import pytest
 from rich.console import Console
 
-from orchestrator import executors, providers
+from orchestrator import providers
 from orchestrator.errors import SpecError
-from orchestrator.executors import ExecutorKind, execute, executor_names
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.plan.cells import Cell
-from orchestrator.providers import BaseProvider, Launch, Price, ProviderKind
-from orchestrator.results.records import Record
+from orchestrator.executors import execute
+from orchestrator.providers import BaseProvider, Launch, Price, ProviderKind, register_provider
 from orchestrator.run.sweep import SweepOptions, run_sweep
 from orchestrator.spec.load import load_spec
 from tests.conftest import PROJECT, journal, run_cli
 
+PLUGINS = PROJECT / "tests" / "plugin_package"
+DIST_INFO = "acme_plugins-1.0.dist-info"
+ENTRY_POINTS = ("[matrix_bench.executors]\nniced = acme_plugins.niced:KIND\n"
+                "broken = acme_plugins.missing:KIND\n"
+                "[matrix_bench.providers]\npool = acme_plugins.pool:KIND\n")
 
-class NicedExecutor:
-    """A user's executor: the worker at the lowest CPU priority (`nice -n 19`), through
-    the building blocks every executor shares (the cell's files, the worker, the outcome)."""
 
-    def __init__(self) -> None:
-        self.ran: list[str] = []
-        self.cleaned: list[str] = []
+def build_wheel(folder: Path) -> Path:
+    """tests/plugin_package as the wheel acme_plugins 1.0, its entry points the only
+    registration: no build backend needed."""
+    files = {p.relative_to(PLUGINS).as_posix(): p.read_text()
+             for p in sorted(PLUGINS.rglob("*.py"))}
+    files |= {f"{DIST_INFO}/METADATA": "Metadata-Version: 2.1\nName: acme-plugins\n"
+                                       "Version: 1.0\n",
+              f"{DIST_INFO}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\n"
+                                    "Root-Is-Purelib: true\nTag: py3-none-any\n",
+              f"{DIST_INFO}/entry_points.txt": ENTRY_POINTS}
+    record = [f"{name},sha256={_digest(text)},{len(text.encode())}"
+              for name, text in files.items()]
+    wheel = folder / "acme_plugins-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+        archive.writestr(f"{DIST_INFO}/RECORD", "\n".join([*record, f"{DIST_INFO}/RECORD,,"]))
+    return wheel
 
-    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: object,
-                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
-        files = CellFiles.prepare(cell, run_root)
-        if on_start is not None:
-            on_start()
-        start = time.perf_counter()
-        with open(files.log, "wb") as log:
-            try:
-                returncode: int | None = subprocess.run(
-                    ["nice", "-n", "19", sys.executable, "-m", "orchestrator.worker",
-                     str(files.cell), str(files.out)], stdout=log, stderr=subprocess.STDOUT,
-                    cwd=PROJECT, timeout=cell.timeout_s, check=False).returncode
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                returncode, timed_out = None, True
-        self.ran.append(cell.cell_id)
-        exit = WorkerExit(returncode=returncode, timed_out=timed_out,
-                          started_at=files.started_at, wall_s=time.perf_counter() - start,
-                          node_id=f"niced:{node_id}")
-        return records_for(cell, exit, files, tool, {})
 
-    def remove_leftovers(self, run: str) -> int:
-        self.cleaned.append(run)
-        return 0
+def _digest(text: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(
+        b"=").decode()
 
-    def stop_cell(self, cell: Cell) -> None:
-        pass
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory) -> dict[str, str]:
+    """The environment of a process that has acme_plugins installed (by pip, into a folder
+    PYTHONPATH names: never into .venv)."""
+    root = tmp_path_factory.mktemp("plugins")
+    target = root / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-index", "--target", str(target), str(build_wheel(root))], check=True)
+    return {"PYTHONPATH": str(target)}
 
 
 MATRIX = """
 name: seams
-hardware: [{name: box, kind: local}]
+hardware: [{name: pool-small, kind: pool, instance_type: small}]
 stacks: [{name: low-priority, executor: niced}]
 workloads: [{name: sleep, params: {seconds: 0.1, steps: [1, 2]}}]
 """
 
 
-@pytest.fixture
-def niced(monkeypatch):
-    executor = NicedExecutor()
-    monkeypatch.setitem(executors._REGISTRY, "niced",
-                        ExecutorKind("niced", needs_image=False, load=lambda: executor))
-    return executor
-
-
-def test_an_executor_registered_outside_the_orchestrator_runs_a_sweep(niced, matrix_file,
-                                                                      tmp_path):
-    assert "niced" in executor_names()
-    summary = run_sweep(matrix_file(MATRIX), SweepOptions(output=tmp_path / "run",
-                                                          no_ray=True), Console(quiet=True))
-    assert summary.statuses == {"ok": 2}
-    cells = [r for r in journal(tmp_path / "run") if r["record"] == "cell"]
-    assert sorted(niced.ran) == sorted(r["cell_id"] for r in cells)
-    assert all(r["node_id"].startswith("niced:") and r["stack"] == "low-priority"
-               for r in cells)
-    measurements = [r for r in journal(tmp_path / "run") if r["record"] == "measurement"]
+def assert_the_plugins_ran_it(run_dir: Path, node: str) -> None:
+    """Every cell through the plugin executor on a node matching `node` (its node id says
+    both) and, on the pool's hardware, priced by the plugin provider's rate card."""
+    records = journal(run_dir)
+    cells = [r for r in records if r["record"] == "cell"]
+    assert [c["status"] for c in cells] == ["ok", "ok"], cells
+    assert all(re.fullmatch(f"niced:{node}", c["node_id"]) for c in cells), cells
+    measurements = [r for r in records if r["record"] == "measurement"]
     assert sorted(m["items"] for m in measurements) == [1.0, 2.0]
+    provenance = [r for r in records if r["record"] == "provenance"]
+    if not node.startswith("slurm"):
+        assert {p["price_source"] for p in provenance} == {"lab-rate-card 2026-11-01"}
 
 
-def test_an_unregistered_executor_is_one_located_line(matrix_file, tmp_path):
-    result = run_cli("validate", str(matrix_file(MATRIX)), cwd=tmp_path)
+def test_plugins_installed_by_entry_point_run_a_sweep_serially(plugins, matrix_file, tmp_path):
+    done = run_cli("run", str(matrix_file(MATRIX)), "-o", str(tmp_path / "run"), "--no-ray",
+                   "--db", "none", cwd=tmp_path, env=plugins)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_the_plugins_ran_it(tmp_path / "run", "local:.+")  # serially, here
+    assert "price: pool-small $0.5/h (lab-rate-card 2026-11-01)" in done.stdout
+    # the broken entry point beside them: named in one line, the rest unharmed
+    assert "acme_plugins.missing:KIND' of acme-plugins==1.0 cannot be loaded" in done.stderr
+
+
+@pytest.mark.slow
+def test_plugins_reach_the_workers_of_the_embedded_ray(plugins, matrix_file, tmp_path):
+    done = run_cli("run", str(matrix_file(MATRIX)), "-o", str(tmp_path / "run"), "--db",
+                   "none", cwd=tmp_path, env=plugins, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_the_plugins_ran_it(tmp_path / "run", "[0-9a-f]{56}")  # a Ray node's id
+
+
+@pytest.mark.slow
+def test_a_plugin_executor_reaches_a_slurm_task(plugins, slurm, matrix_file, tmp_path):
+    matrix = matrix_file(MATRIX.replace(
+        "{name: pool-small, kind: pool, instance_type: small}",
+        "{name: node, kind: slurm, partition: debug, cpus: 1}") + "slurm: {poll_s: 0.5}\n")
+    done = run_cli("run", str(matrix), "-o", str(tmp_path / "run"), "--db", "none",
+                   cwd=tmp_path, env=plugins, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert_the_plugins_ran_it(tmp_path / "run", "slurm:.+")
+
+
+def test_without_the_package_its_executor_is_one_located_line(matrix_file, tmp_path):
+    local = MATRIX.replace("kind: pool, instance_type: small", "kind: local")
+    result = run_cli("validate", str(matrix_file(local)), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: {tmp_path / 'm.yaml'}:3: stacks[0].executor: unknown executor 'niced' "
@@ -116,7 +144,8 @@ class LabProvider(BaseProvider):
 
 def test_registry_credentials_come_from_the_provider_that_owns_the_registry(monkeypatch,
                                                                             moto_server):
-    monkeypatch.setitem(providers._REGISTRY, "lab", ProviderKind("lab", (), load=LabProvider))
+    monkeypatch.setattr(providers, "_REGISTRY", dict(providers._REGISTRY))
+    register_provider(ProviderKind("lab", (), load=LabProvider))
     assert providers.registry_auth("registry.lab.example/mb@sha256:ab", for_push=False) == \
         {"username": "bench", "password": "pull"}
     assert providers.registry_auth("localhost:5000/matrix-bench") is None  # no login
@@ -204,7 +233,7 @@ name: pooled
 hardware:
   - {name: pool-small, kind: pool, instance_type: small}
   - {name: box, kind: local}
-stacks: [{name: low-priority, executor: niced}]
+stacks: [{name: here, executor: process}]
 workloads: [{name: sleep, params: {seconds: 0.1, steps: [1, 2]}}]
 budget_usd: 5
 """
@@ -212,14 +241,16 @@ budget_usd: 5
 
 @pytest.fixture
 def pool(monkeypatch):
+    """The pool registered in this process by the public call (the registry as it was
+    comes back after the test)."""
     provider = PoolProvider()
-    monkeypatch.setitem(providers._REGISTRY, "pool",
-                        ProviderKind("pool", ("pool",), load=lambda: provider))
+    monkeypatch.setattr(providers, "_REGISTRY", dict(providers._REGISTRY))
+    register_provider(ProviderKind("pool", ("pool",), load=lambda: provider))
     return provider
 
 
-def test_a_provider_and_an_executor_registered_outside_the_orchestrator_run_a_sweep(
-        niced, pool, matrix_file, tmp_path):
+def test_a_launching_provider_registered_outside_the_orchestrator_runs_a_sweep(
+        pool, matrix_file, tmp_path):
     console = Console(record=True, width=200)
     summary = run_sweep(matrix_file(POOL_MATRIX), SweepOptions(output=tmp_path / "run",
                                                                no_ray=True), console)
@@ -229,8 +260,7 @@ def test_a_provider_and_an_executor_registered_outside_the_orchestrator_run_a_sw
     cells = {r["cell_id"]: r for r in records if r["record"] == "cell"}
     pooled = {i for i, r in cells.items() if r["hardware"] == "pool-small"}
     assert sorted(pool.checked) == sorted(pooled) and len(pooled) == 2
-    assert sorted(niced.ran) == sorted(cells)  # every cell through the user's executor
-    assert {cells[i]["node_id"] for i in pooled} == {"niced:pool-0", "niced:pool-1"}
+    assert {cells[i]["node_id"] for i in pooled} == {"pool-0", "pool-1"}  # its nodes
     provenance = {r["cell_id"]: r for r in records if r["record"] == "provenance"}
     for cell_id in cells:
         price = provenance[cell_id].get("price_per_hour_usd")
@@ -242,8 +272,7 @@ def test_a_provider_and_an_executor_registered_outside_the_orchestrator_run_a_sw
     assert "pool-small" in (tmp_path / "run" / "report.md").read_text()
 
 
-def test_a_providers_hardware_kind_and_its_checks_reach_the_matrix_loader(
-        pool, niced, matrix_file):
+def test_a_providers_hardware_kind_and_its_checks_reach_the_matrix_loader(pool, matrix_file):
     assert "pool" in providers.hardware_kinds()
     load_spec(matrix_file(POOL_MATRIX))
     with pytest.raises(SpecError) as bad:

@@ -10,16 +10,20 @@ failures the same way.
 
 The registry holds light declarations (`ExecutorKind`): the matrix schema and the plan read
 them without importing an implementation, which is loaded only when a cell runs or a run is
-cleaned up.
+cleaned up. Installed distributions add theirs by entry point (`matrix_bench.executors`,
+orchestrator/plugins.py), read the first time the registry is, in every process.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from orchestrator.plugins import EXECUTORS, load_plugins
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -67,12 +71,20 @@ def register_executor(kind: ExecutorKind) -> None:
     _REGISTRY[kind.name] = kind
 
 
+@functools.cache
+def _plugins() -> list[str]:
+    """The executors installed distributions declare, registered once per process."""
+    return load_plugins(EXECUTORS, ExecutorKind, lambda: list(_REGISTRY), register_executor)
+
+
 def executor_names() -> list[str]:
+    _plugins()
     return sorted(_REGISTRY)
 
 
 def executor_kind(name: str) -> ExecutorKind:
     """The registered executor called `name` (KeyError if none is)."""
+    _plugins()
     return _REGISTRY[name]
 
 

@@ -20,12 +20,15 @@ context manager inside which its nodes are up and its cells run, handing each ce
 records to `Launch.record`; leaving it tears the nodes down however the block ends. That
 fits a scheduler that takes batch jobs (Slurm: submit an array, follow its files) as well
 as one that brings nodes up (KubeRay). A new provider is one module and one
-`register_provider` call; the registry holds light declarations, so validating a matrix
-loads a provider's module but never its SDK.
+`register_provider` call, or, from an installed distribution, one entry point
+(`matrix_bench.providers`, orchestrator/plugins.py), which every process that reads the
+registry finds; the registry holds light declarations, so validating a matrix loads a
+provider's module but never its SDK.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MatrixError
+from orchestrator.plugins import PROVIDERS, load_plugins
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -214,18 +218,29 @@ def register_provider(kind: ProviderKind) -> None:
     _REGISTRY[kind.name] = kind
 
 
+@functools.cache
+def _plugins() -> list[str]:
+    """The providers installed distributions declare, registered once per process."""
+    return load_plugins(PROVIDERS, ProviderKind, lambda: list(_REGISTRY), register_provider)
+
+
+def _registry() -> dict[str, ProviderKind]:
+    _plugins()
+    return _REGISTRY
+
+
 def provider_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(_registry())
 
 
 def hardware_kinds() -> list[str]:
     """Every hardware kind some provider offers, in the order they were registered."""
-    return [kind for provider in _REGISTRY.values() for kind in provider.hardware_kinds]
+    return [kind for provider in _registry().values() for kind in provider.hardware_kinds]
 
 
 def registered_for(hardware_kind: str) -> ProviderKind:
     """The registration of the provider that offers `hardware_kind`."""
-    for provider in _REGISTRY.values():
+    for provider in _registry().values():
         if hardware_kind in provider.hardware_kinds:
             return provider
     raise UnknownProvider(hardware_kind)
@@ -236,7 +251,7 @@ def foreign_field(hardware: Hardware) -> tuple[str, str] | None:
     on a local machine), or None."""
     own = registered_for(hardware.kind)
     defaults = type(hardware).model_fields
-    for provider in _REGISTRY.values():
+    for provider in _registry().values():
         if provider is own:
             continue
         for name in provider.hardware_fields:
@@ -252,11 +267,11 @@ def provider_for(hardware_kind: str) -> Provider:
 
 
 def provider_named(name: str) -> Provider:
-    return _REGISTRY[name].load()
+    return _registry()[name].load()
 
 
 def providers() -> list[Provider]:
-    return [_REGISTRY[name].load() for name in provider_names()]
+    return [_registry()[name].load() for name in provider_names()]
 
 
 def remove_leftovers(names: list[str], owned_runs: set[str], dry_run: bool, region: str
@@ -265,7 +280,7 @@ def remove_leftovers(names: list[str], owned_runs: set[str], dry_run: bool, regi
     could not be asked: no credentials, no Slurm). One failing does not stop the others."""
     from orchestrator.images.engine import first_line
 
-    if unknown := sorted(set(names) - set(_REGISTRY)):
+    if unknown := sorted(set(names) - set(_registry())):
         raise UnknownProvider(f"no provider {', '.join(unknown)} (there are "
                               f"{', '.join(provider_names())})")
     actions, failures = [], []
