@@ -135,7 +135,7 @@ def assert_the_report_answers_the_job(run_dir, tmp_path):
         section = report.split("## Your job", 1)[1].split("\n## ", 1)[0]
         assert "360,000 samples of sleep, within 90d and at most $1,000.00" in section
         for row in projections:  # each configuration's cost, as advise gives it
-            line = next(l for l in section.splitlines() if l.startswith(
+            line = next(text for text in section.splitlines() if text.startswith(
                 f"| {row['configuration']} |"))
             assert f"| {row['cost_usd']:,.2f} |" in line
         assert "cheapest within the deadline: cheap-box" in section

@@ -220,7 +220,7 @@ def test_an_empty_store_is_a_site_that_says_so(tmp_path):
 
 
 def test_a_job_is_answered_on_its_workloads_page_as_advise_answers_it(site, browser):
-    folder, url, root = site
+    _, url, root = site
     job = ["--items", "1e9", "--workload", "lstm_lm", "--deadline", "30d"]
     done = run_cli("dashboard", "-o", str(root / "job-site"), "--db", url, *job, cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -243,7 +243,7 @@ def test_a_job_is_answered_on_its_workloads_page_as_advise_answers_it(site, brow
 
 
 def test_a_job_the_store_cannot_answer_is_one_line_and_the_site_stays(site, tmp_path):
-    folder, url, root = site
+    folder, url, _ = site
     before = (folder / "index.html").read_text()
     for args, problem in ((["--items", "10", "--workload", "nope"], "--workload nope"),
                           (["--items", "10", "--deadline", "soon"], "'soon' is not a duration"),

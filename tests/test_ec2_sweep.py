@@ -20,8 +20,8 @@ import pytest
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.plan.cells import Cell, expand
 from orchestrator.providers.aws.cluster import Clients, prepare
-from orchestrator.providers.aws.follower import JobFollower, stage_job
-from orchestrator.providers.aws.head_driver import DONE_LINE, RECORDS_LINE, DriverInput
+from orchestrator.providers.ray_head.driver import DONE_LINE, RECORDS_LINE, DriverInput, Teardown
+from orchestrator.providers.ray_head.follower import JobFollower, stage_job
 from orchestrator.results.records import CellRecord
 from orchestrator.spec.load import load_spec
 from tests.aws_env import LoopbackLauncher, Proxy, instances_of, live, moto_account
@@ -97,10 +97,13 @@ def test_the_head_tears_the_cluster_down_when_no_follower_takes_the_results(
     cells, matrix = driver_cells(tmp_path, ami, seconds=0.2, repeats=1)
     launched(tmp_path, matrix, "alone", ray_cluster)
     assert len(live(instances_of(ec2, "alone"))) == 3  # the head and one node per type
-    follower = JobFollower(lambda: ray_cluster.dashboard_url, warn=print)
+    follower = JobFollower(lambda: ray_cluster.dashboard_url, warn=print,
+                           forwarded_env=("AWS_ENDPOINT_URL",))
     job = submit(follower, tmp_path, DriverInput(
-        run_id="alone", region="us-east-1", run_root=str(tmp_path / "nodes"), cells=cells,
-        images={}, tool=TOOL, follower_grace_s=1))
+        run_id="alone", run_root=str(tmp_path / "nodes"), cells=cells, images={}, tool=TOOL,
+        teardown=Teardown(function="orchestrator.providers.aws.cleanup:tear_down_run",
+                          args={"region": "us-east-1", "run": "alone"}),
+        follower_grace_s=1))
     log = wait_terminal(follower, job)  # nobody follows: the user's machine went away
     assert log.count(RECORDS_LINE) == len(cells) and DONE_LINE in log
     assert "tearing the cluster down" in log
@@ -115,7 +118,7 @@ def test_a_spend_that_reaches_the_budget_stops_new_cells(aws, ray_cluster, tmp_p
     cells, _ = driver_cells(tmp_path, ami, seconds=1.0, hardware="[node-a]", repeats=4)
     follower = JobFollower(lambda: ray_cluster.dashboard_url, warn=print, poll_s=0.5)
     job = submit(follower, tmp_path, DriverInput(
-        run_id="budget", region="us-east-1", run_root=str(tmp_path / "nodes"), cells=cells,
+        run_id="budget", run_root=str(tmp_path / "nodes"), cells=cells,
         images={}, tool=TOOL, budget_usd=3.0, usd_per_hour={"node-a": 3600.0},
         estimate_s={c.cell_id: 1.0 for c in cells}, follower_grace_s=60))
     try:
@@ -137,7 +140,7 @@ def test_the_follower_catches_up_after_a_lost_connection(aws, ray_cluster, tmp_p
     follower = JobFollower(lambda: f"http://127.0.0.1:{proxy.port}", warn=warnings.append,
                            poll_s=0.5)
     job = submit(follower, tmp_path, DriverInput(
-        run_id="lost", region="us-east-1", run_root=str(tmp_path / "nodes"), cells=cells,
+        run_id="lost", run_root=str(tmp_path / "nodes"), cells=cells,
         images={}, tool=TOOL, follower_grace_s=60))
     taken: list[str] = []
     try:

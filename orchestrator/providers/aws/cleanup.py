@@ -79,3 +79,11 @@ def cleanup(ec2: Any, owned_runs: Iterable[str], dry_run: bool = False) -> list[
                  {"Name": "group-name", "Values": [NAME_PREFIX + "*"]}])["SecurityGroups"]}
     return [action for run in sorted(runs - owned)
             for action in remove_run(ec2, run, dry_run=dry_run)]
+
+
+def tear_down_run(region: str, run: str) -> list[str]:
+    """Everything of `run` removed, from the head driver whose follower is gone
+    (providers/ray_head: its provider's `Teardown`): one line per action."""
+    import boto3
+
+    return remove_run(boto3.client("ec2", region_name=region), run)

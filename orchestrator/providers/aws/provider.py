@@ -1,7 +1,7 @@
 """The `aws` provider (orchestrator/providers/__init__.py): kind `ec2`.
 
 Its cells run on a Ray cluster launched for the sweep (cluster.py) with a driver on the
-head (head_driver.py), followed from here (ec2_group.py). It checks the `aws:` section and
+head, followed from here (providers/ray_head: driver, follower, group). It checks the `aws:` section and
 each EC2 entry, prices instances (pricing.py), checks quotas before anything is built,
 answers for ECR, uploads a run to S3 and removes what runs left behind.
 Nothing outside this package imports boto3 for a sweep.
@@ -17,6 +17,11 @@ from orchestrator.hardware import instance_type_problem
 from orchestrator.providers import BaseProvider, CellGroup, Launch, Price, Say
 from orchestrator.providers.aws.aws import ecr_auth, is_ecr
 from orchestrator.providers.aws.settings import aws_setting_problem
+
+HEAD_RUN_ROOT = "~/matrix-bench/runs"  # on the nodes: cell files and logs
+# Passed to the head driver when set here; never credentials (the nodes have their
+# instance profile): a test account's endpoint (moto) reaches the head's own teardown.
+FORWARDED_ENV = ("AWS_ENDPOINT_URL",)
 
 if TYPE_CHECKING:
     from orchestrator.hardware import LocalMachine
@@ -77,18 +82,21 @@ class AwsProvider(BaseProvider):
         check_launch_quotas(spec, Clients.for_region(spec.aws.region).service_quotas, say)
 
     def launch(self, launch: Launch) -> CellGroup:
-        """The cluster's group: its head driver gets the cells, prices and budget."""
-        from orchestrator.providers.aws.cluster import Clients, RayLauncher
+        """The cluster's group (providers/ray_head): its head driver gets the cells, prices
+        and budget, and tears the cluster down by its run tag if no follower is left."""
+        from orchestrator.providers.aws.cluster import Clients, RayLauncher, ec2_cluster
         from orchestrator.providers.aws.costs import head_price
-        from orchestrator.providers.aws.ec2_group import HEAD_RUN_ROOT, Ec2Group, Ec2Work
-        from orchestrator.providers.aws.head_driver import DriverInput
+        from orchestrator.providers.ray_head.driver import DriverInput, Teardown
+        from orchestrator.providers.ray_head.group import RayHeadGroup
 
         spec = launch.spec
         assert spec.aws is not None
         run_id = launch.run_dir.name  # the run tag; `matrix cleanup` spares runs locked here
         head = head_price(spec)
         driver_input = DriverInput(
-            run_id=run_id, region=spec.aws.region, run_root=f"{HEAD_RUN_ROOT}/{run_id}",
+            run_id=run_id, run_root=f"{HEAD_RUN_ROOT}/{run_id}",
+            teardown=Teardown(function="orchestrator.providers.aws.cleanup:tear_down_run",
+                              args={"region": spec.aws.region, "run": run_id}),
             cells=launch.cells, images={c.stack.name: launch.images[c.stack.name]
                                         for c in launch.cells},
             tool=launch.tool, budget_usd=spec.budget_usd,
@@ -96,10 +104,11 @@ class AwsProvider(BaseProvider):
             head_usd_per_hour=head.usd_per_hour if head else 0.0,
             estimate_s=launch.estimate_s,
             follower_grace_s=launch.options.get("follower_grace_s", 600.0))
-        work = Ec2Work(spec=spec, run_id=run_id, run_dir=launch.run_dir,
-                       driver_input=driver_input)
-        return Ec2Group(work, launch.options.get("launcher") or RayLauncher(),
-                        Clients.for_region(spec.aws.region), launch.record, launch.say)
+        launcher = launch.options.get("launcher") or RayLauncher()
+        clients = Clients.for_region(spec.aws.region)
+        return RayHeadGroup(
+            lambda: ec2_cluster(spec, run_id, launch.run_dir, launcher, clients, launch.say),
+            launcher, driver_input, launch.record, launch.say, forwarded_env=FORWARDED_ENV)
 
     def after_run(self, spec: MatrixSpec, run_dir: Path, say: Say) -> None:
         """Copy the run's results to `aws.results_uri`; a failure is reported, the local

@@ -20,15 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.plan.cells import Cell
-from orchestrator.providers.aws.head_driver import DONE_LINE, RECORDS_LINE, DriverInput
+from orchestrator.providers.ray_head.driver import DONE_LINE, RECORDS_LINE, DriverInput
 from orchestrator.results.records import Record, parse_record
 from orchestrator.run.dispatch import lost_node_records
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 CARRIED_PACKAGES = ("orchestrator", "workloads")
 INPUT_FILE = "driver_input.json"
-# Passed to the job when set here; never credentials (the nodes have their instance profile).
-FORWARDED_ENV = ("AWS_ENDPOINT_URL",)
 
 
 def stage_job(directory: Path, driver_input: DriverInput) -> Path:
@@ -47,16 +45,18 @@ class JobFollower:
     after a failed poll, so that it may reopen the way there (an SSH tunnel)."""
 
     def __init__(self, dashboard: Callable[[], str], warn: Callable[[str], None],
-                 poll_s: float = 2.0, reconnect_timeout_s: float = 600.0) -> None:
+                 poll_s: float = 2.0, reconnect_timeout_s: float = 600.0,
+                 forwarded_env: tuple[str, ...] = ()) -> None:
         self.dashboard, self.warn = dashboard, warn
+        self.forwarded_env = forwarded_env  # passed on when set here; never a credential
         self.poll_s, self.reconnect_timeout_s = poll_s, reconnect_timeout_s
         self._client: Any = None
 
     def submit(self, working_dir: Path, python: str) -> str:
         import os
 
-        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
-        entrypoint = shlex.join([python, "-m", "orchestrator.providers.aws.head_driver",
+        env = {name: os.environ[name] for name in self.forwarded_env if name in os.environ}
+        entrypoint = shlex.join([python, "-m", "orchestrator.providers.ray_head.driver",
                                  INPUT_FILE])
         return str(self._connect().submit_job(
             entrypoint=entrypoint,

@@ -1,11 +1,11 @@
 """The sweep's driver on the cluster's head, run as a Ray job: `python -m
-orchestrator.providers.aws.head_driver driver_input.json` (docs/ARCHITECTURE.md: EC2 model).
+orchestrator.providers.ray_head.driver driver_input.json` (docs/ARCHITECTURE.md: EC2 model).
 
-It dispatches the EC2 cells over the cluster, keeps the spend within the budget, and prints
-each cell's records to the job's log as one numbered line; the user's `matrix run` follows
-that log (providers/aws/follower.py) and merges the lines into its journal. Living on the head, it
-goes on if the user's machine goes away, and then tears the cluster down itself once its
-follower has had `follower_grace_s` to collect the last lines.
+It dispatches the cluster's cells, keeps the spend within the budget, and prints each cell's
+records to the job's log as one numbered line; the user's `matrix run` follows that log
+(follower.py) and merges the lines into its journal. Living on the head, it goes on if the
+user's machine goes away, and then tears the cluster down itself, with the provider's own
+`teardown`, once its follower has had `follower_grace_s` to collect the last lines.
 """
 
 from __future__ import annotations
@@ -30,13 +30,23 @@ RECORDS_LINE = "matrix-bench-records "  # then {"seq": n, "cell_id": ..., "recor
 DONE_LINE = "matrix-bench-done"
 
 
+class Teardown(BaseModel):
+    """How the head removes its own cluster: `function` ("module:name") called with `args`,
+    returning one line per action. The provider's; the head imports it only then."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    function: str
+    args: dict[str, str] = {}
+
+
 class DriverInput(BaseModel):
     """Everything the head needs, written by the follower beside the job's code."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    run_id: str  # the run tag of the cluster's instances
-    region: str
+    run_id: str  # the run tag of the cluster's nodes
+    teardown: Teardown | None = None  # None: the cluster outlives a lost follower
     run_root: str  # on every node; may start with ~
     cells: list[Cell]
     images: dict[str, ImageRef]
@@ -71,13 +81,16 @@ def drive(driver_input: DriverInput) -> None:
 
 
 def tear_down_own_cluster(driver_input: DriverInput) -> None:
-    """Terminate every instance of the run, the head included: the follower did not."""
-    import boto3
+    """Remove every node of the run, the head included, as its provider says: the follower
+    did not."""
+    import importlib
 
-    from orchestrator.providers.aws.cleanup import remove_run
-
-    ec2 = boto3.client("ec2", region_name=driver_input.region)
-    for action in remove_run(ec2, driver_input.run_id):
+    teardown = driver_input.teardown
+    if teardown is None:
+        print("head driver: the provider gave no teardown; the cluster stays", flush=True)
+        return
+    module, _, name = teardown.function.partition(":")
+    for action in getattr(importlib.import_module(module), name)(**teardown.args):
         print(f"head driver: {action}", flush=True)
 
 
