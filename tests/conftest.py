@@ -22,6 +22,7 @@ import pytest
 
 from tests.browser import Browser
 from tests.postgres_server import PostgresServer
+from tests.slurm_cluster import SlurmCluster, slurm_missing, start_cluster
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"
@@ -130,6 +131,40 @@ def assert_statuses(run_dir: Path, expected: list[str]) -> None:
     cells = cell_records(run_dir)
     assert [c["status"] for c in cells] == expected, "\n".join(
         f"{c['status']}: {c.get('error')}\n{c.get('log_tail') or ''}" for c in cells)
+
+
+def descendants() -> set[int]:
+    """This process's live descendants, but multiprocessing's resource tracker (which
+    spawn starts once and keeps)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE and \
+                    "resource_tracker" not in " ".join(child.cmdline()):
+                found.add(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def left_behind(before: set[int]) -> set[int]:
+    """The descendants alive now that this process started since `before` was taken, and
+    their own: not those a session's services started meanwhile (a Ray node's new idle
+    worker, a PostgreSQL backend), whose parent was alive before."""
+    import psutil
+
+    new = descendants() - before
+    mine = set()
+    for pid in sorted(new):
+        try:
+            parent = psutil.Process(pid).ppid()
+        except psutil.NoSuchProcess:
+            continue
+        if parent == os.getpid() or parent in new:
+            mine.add(pid)
+    return mine
 
 
 def free_port() -> int:
@@ -300,3 +335,26 @@ def registry(tmp_path_factory) -> str:
     yield f"127.0.0.1:{port}"
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One Slurm for the test session; SLURM_CONF points every client (and `matrix`) at it."""
+    require_service(slurm_missing(), "Slurm", "MATRIX_BENCH_REQUIRE_SLURM")
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    yield cluster
+    cluster.stop()
+    if previous is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = previous
+
+
+@pytest.fixture
+def slurm(slurm_cluster: SlurmCluster):
+    """The session's Slurm, with no job of an earlier test left and its node in service."""
+    yield slurm_cluster
+    slurm_cluster.cancel_all()
+    slurm_cluster.resume()

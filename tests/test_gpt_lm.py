@@ -4,14 +4,13 @@ over gloo, a real sweep of its `tiny` preset, and the configurations validate re
 from __future__ import annotations
 
 import pandas as pd
-import psutil
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from orchestrator.workload_registry import load_workload
-from tests.conftest import assert_statuses, run_cli, write
+from tests.conftest import assert_statuses, descendants, left_behind, run_cli, write
 from workloads.gpt_lm.flops import flops_per_item
 from workloads.gpt_lm.model import build
 from workloads.gpt_lm.workload import one_step_checksums
@@ -48,7 +47,7 @@ def test_gpt2_small_is_the_published_size():
 
 
 def test_two_gloo_ranks_hold_equal_weights_after_a_step_under_ddp_and_fsdp_alike():
-    before = ranks_alive()
+    before = descendants()
     ddp = one_step_checksums({**params(preset="tiny"), "dp_mode": "ddp"}, 2)
     fsdp = one_step_checksums({**params(preset="tiny"), "dp_mode": "fsdp"}, 2)
     assert ddp[0] == ddp[1] and fsdp[0] == fsdp[1]  # every rank holds the same model
@@ -57,21 +56,7 @@ def test_two_gloo_ranks_hold_equal_weights_after_a_step_under_ddp_and_fsdp_alike
     with torch.no_grad():
         assert ddp[0] != pytest.approx(sum(float(p.double().sum())
                                            for p in untrained.parameters()))
-    assert ranks_alive() - before == set()  # both complete and leave no process
-
-
-def ranks_alive() -> set[int]:
-    """This process's live children, but multiprocessing's resource tracker (which spawn
-    starts once and keeps)."""
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.status() != psutil.STATUS_ZOMBIE and \
-                    "resource_tracker" not in " ".join(child.cmdline()):
-                found.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return found
+    assert left_behind(before) == set()  # both complete and leave no process
 
 
 def test_tiny_runs_on_the_cpu_with_exact_tokens_and_mfu(tmp_path):

@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import psutil
 import pytest
 import torch
 
@@ -18,7 +17,7 @@ from orchestrator.worker.context import Unsupported
 from orchestrator.workload_registry import load_workload
 from tests import cells
 from tests.cells import run_workload
-from tests.conftest import cell_records, journal, run_cli
+from tests.conftest import cell_records, descendants, journal, left_behind, run_cli
 from workloads.nmt_dp.workload import (
     PAD,
     Seq2Seq,
@@ -67,10 +66,9 @@ def test_fused_and_unfused_models_have_the_same_shapes_and_outputs_shape():
 
 
 def test_one_and_two_workers_complete_and_leave_no_process(tmp_path):
-    before = {c.pid for c in psutil.Process().children(recursive=True)}
+    before = descendants()
     records = run_workload(tmp_path, "nmt_dp", {**TINY, "workers": 2}, epochs=2)
-    after = {c.pid for c in psutil.Process().children(recursive=True)}
-    assert after - before == set()
+    assert left_behind(before) == set()
     epochs = [r for r in records if r["record"] == "measurement"]
     assert [e["epoch"] for e in epochs] == [1, 2]
     # round 1 is steps 0-5 with step 0 warm-up: its words are both workers' steps 1-5

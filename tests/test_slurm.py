@@ -15,33 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT, cell_records, journal, require_service, run_cli, write
-from tests.slurm_cluster import SlurmCluster, slurm_missing, start_cluster
+from tests.conftest import PROJECT, cell_records, journal, run_cli, write
+from tests.slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory):
-    """One Slurm for the test session; SLURM_CONF points every client (and `matrix`) at it."""
-    require_service(slurm_missing(), "Slurm", "MATRIX_BENCH_REQUIRE_SLURM")
-    cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
-    previous = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    yield cluster
-    cluster.stop()
-    if previous is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = previous
-
-
-@pytest.fixture
-def slurm(slurm_cluster: SlurmCluster):
-    """The session's Slurm, with no job of an earlier test left and its node in service."""
-    yield slurm_cluster
-    slurm_cluster.cancel_all()
-    slurm_cluster.resume()
 
 
 def start_sweep(path: Path, cwd: Path) -> subprocess.Popen[str]:
