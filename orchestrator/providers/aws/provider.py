@@ -1,9 +1,9 @@
 """The `aws` provider (orchestrator/providers/__init__.py): kind `ec2`.
 
 Its cells run on a Ray cluster launched for the sweep (cluster.py) with a driver on the
-head, followed from here (providers/ray_head: driver, follower, group). It checks the `aws:` section and
-each EC2 entry, prices instances (pricing.py), checks quotas before anything is built,
-answers for ECR, uploads a run to S3 and removes what runs left behind.
+head, followed from here (providers/ray_head: driver, follower, group). It checks the
+`aws:` section and each EC2 entry, prices instances (pricing.py), checks quotas before
+anything is built, answers for ECR, uploads a run to S3 and removes what runs left behind.
 Nothing outside this package imports boto3 for a sweep.
 """
 
