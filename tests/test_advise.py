@@ -392,6 +392,14 @@ def test_a_job_the_rows_cannot_answer_says_why_in_the_report(known_run, tmp_path
     assert "fastest within the budget: slow-cheap" in section
 
 
+def test_a_job_of_2e9_items_is_a_number_as_written():
+    from orchestrator.spec.job import JobSpec
+
+    assert JobSpec.model_validate({"items": "2e9"}).items == 2e9  # YAML's text for 2e9
+    with pytest.raises(ValueError, match="valid number"):
+        JobSpec.model_validate({"items": "many"})
+
+
 @pytest.mark.parametrize(("job", "problem"), [
     ("{items: 0}", "job.items"),
     ("{items: 100, deadline: soon}", "'soon' is not a duration"),

@@ -45,6 +45,17 @@ class JobSpec(BaseModel):
     budget: float | None = Field(default=None, ge=0)  # US$
     grid_intensity: float | None = Field(default=None, ge=0)  # gCO2 per kWh, the user's
 
+    @field_validator("items", mode="before")
+    @classmethod
+    def _a_number(cls, value: object) -> object:
+        """YAML reads `2e9` (no dot) as text: a number written so is still a number."""
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        return value
+
     @field_validator("deadline")
     @classmethod
     def _a_duration(cls, value: str | None) -> str | None:
