@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +27,13 @@ from tests.slurm_cluster import SlurmCluster, slurm_missing, start_cluster
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED_DATA = PROJECT.parent / "shared" / "data"
+
+# A session started in the background by a non-interactive shell (`pytest ... &`) ignores
+# SIGINT, and every process it starts would inherit that: the sweeps of the Ctrl-C tests
+# would never see their Ctrl-C. A handler of our own is not inherited: children get the
+# default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Ray's token authentication: one token for the test cluster, its nodes and every client.
 # Ray reads these when it is first imported, which any test may do first: set at once.
