@@ -7,13 +7,10 @@ and log in to their registries."""
 from __future__ import annotations
 
 import ast
-import base64
-import hashlib
 import re
 import subprocess
 import sys
 import threading
-import zipfile
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
@@ -28,9 +25,9 @@ from orchestrator.providers import BaseProvider, Launch, Price, ProviderKind, re
 from orchestrator.run.sweep import SweepOptions, run_sweep
 from orchestrator.spec.load import load_spec
 from tests.conftest import PROJECT, journal, run_cli
+from tests.wheel_files import wheel
 
 PLUGINS = PROJECT / "tests" / "plugin_package"
-DIST_INFO = "acme_plugins-1.0.dist-info"
 ENTRY_POINTS = ("[matrix_bench.executors]\nniced = acme_plugins.niced:KIND\n"
                 "broken = acme_plugins.missing:KIND\n"
                 "[matrix_bench.providers]\npool = acme_plugins.pool:KIND\n")
@@ -39,26 +36,9 @@ ENTRY_POINTS = ("[matrix_bench.executors]\nniced = acme_plugins.niced:KIND\n"
 def build_wheel(folder: Path) -> Path:
     """tests/plugin_package as the wheel acme_plugins 1.0, its entry points the only
     registration: no build backend needed."""
-    files = {p.relative_to(PLUGINS).as_posix(): p.read_text()
-             for p in sorted(PLUGINS.rglob("*.py"))}
-    files |= {f"{DIST_INFO}/METADATA": "Metadata-Version: 2.1\nName: acme-plugins\n"
-                                       "Version: 1.0\n",
-              f"{DIST_INFO}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\n"
-                                    "Root-Is-Purelib: true\nTag: py3-none-any\n",
-              f"{DIST_INFO}/entry_points.txt": ENTRY_POINTS}
-    record = [f"{name},sha256={_digest(text)},{len(text.encode())}"
-              for name, text in files.items()]
-    wheel = folder / "acme_plugins-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-        archive.writestr(f"{DIST_INFO}/RECORD", "\n".join([*record, f"{DIST_INFO}/RECORD,,"]))
-    return wheel
-
-
-def _digest(text: str) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(
-        b"=").decode()
+    return wheel(folder, "acme-plugins", "1.0", entry_points=ENTRY_POINTS,
+                 files={p.relative_to(PLUGINS).as_posix(): p.read_text()
+                        for p in sorted(PLUGINS.rglob("*.py"))})
 
 
 @pytest.fixture(scope="module")
