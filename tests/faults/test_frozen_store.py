@@ -99,6 +99,9 @@ def test_ctrl_c_wins_over_a_sqlite_write_lock_another_process_holds(tmp_path):
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert took < 5, (took, out, err)
+    # The lock would hold the write for 600 s (and once held it for the 60 s busy timeout);
+    # what the interrupt waits for is the report it writes with its plots: about 3 s on an
+    # idle machine, 5.3 s once on a loaded 2-core CI runner.
+    assert took < 30, (took, out, err)
     assert sweep.returncode == 130, out + err
     assert "Traceback" not in err
