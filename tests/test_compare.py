@@ -123,3 +123,29 @@ def test_the_exit_code_says_whether_a_regression_was_marked(runs, tmp_path):
     assert any("regression" in row and "3/3" in row for row in rows)
     missing = run_cli("compare", str(tmp_path / "nowhere"), str(base.root), cwd=tmp_path)
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
+
+
+def test_the_widest_rows_still_fit_80_columns():
+    """Rates in the millions, ten repeats a side, shares above the ceiling on both sides and
+    the longest verdict: the configuration folds and the verdict wraps, nothing is cut."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    from orchestrator.report.compare import Comparison
+    from orchestrator.report.compare_view import show_comparison
+
+    wide = [Comparison(config_id=f"c{i}", label="lstm_lm box/here batch_size=16 hidden=1024",
+                       base_repeats=10, new_repeats=10, base_median=1_234_567.0,
+                       new_median=2_345_678.0, ratio=1.9, low=1.812, high=1.987,
+                       verdict=verdict_, base_ceiling=12.0, new_ceiling=99.0)
+            for i, verdict_ in enumerate(Verdict)]
+    out = io.StringIO()
+    show_comparison(wide, pd.DataFrame(), pd.DataFrame(), 0.05,  # as the CLI's console
+                    Console(file=out, width=80, color_system=None, soft_wrap=True))
+    text = out.getvalue()
+    assert max(map(len, text.splitlines())) <= 80, text
+    assert "1,234,567" in text and "2,345,678" in text and ">999%/>999%" in text
+    assert "1.812-1.987" in text and " verdict" in text
+    assert all(v.value.split()[0] in text for v in Verdict) and "repeats" in text

@@ -31,7 +31,8 @@ def _share(fraction: float | None) -> str:
 def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFrame,
                     threshold: float, console: Console) -> int:
     """Print the comparison; returns the number of regressions marked. Fits 80 columns: the
-    configuration folds, never cut; figures keep four significant digits."""
+    configuration folds and the verdict wraps, never cut; figures keep four significant
+    digits (so a row of large rates and shares above the ceiling still fits)."""
     ceilings = any(item.new_ceiling is not None or item.base_ceiling is not None
                    for item in found)
     console.print("NEW / BASE: each configuration's median throughput (items/s) over its\n"
@@ -40,9 +41,10 @@ def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFra
                   + ("; % ceil: base/new FLOP/s as a share of\ntheir node's measured ceiling"
                      if ceilings else ""), highlight=False)
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False)
-    table.add_column("configuration", overflow="fold", min_width=18)
-    for column in ("n", "base", "new", "ratio", "95% CI", *["% ceil"] * ceilings, "verdict"):
+    table.add_column("configuration", overflow="fold", min_width=10)
+    for column in ("n", "base", "new", "ratio", "95% CI", *["% ceil"] * ceilings):
         table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("verdict", justify="right")  # "too few repeats" may take two lines
     for item in found:
         style = STYLE[item.verdict]
         shares = [f"{_share(item.base_ceiling)}/{_share(item.new_ceiling)}"] * ceilings
@@ -59,7 +61,7 @@ def show_comparison(found: list[Comparison], base: pd.DataFrame, new: pd.DataFra
     flagged = implausible_configs(base) | implausible_configs(new)
     only = (set(repeat_throughputs(base)) ^ set(repeat_throughputs(new))) - set(flagged)
     console.print(", ".join(f"{counts[v]} {v.value}" for v in Verdict)
-                  + f"; {len(only)} configuration(s) with ok samples in one run only")
+                  + f";\n{len(only)} configuration(s) with ok samples in one run only")
     from orchestrator.report.analysis import config_labels  # heavy: matrix --help skips it
 
     labels = {**config_labels(base), **config_labels(new)}
