@@ -8,6 +8,8 @@
 #   temporary directory for the results store's tests.
 # - Chromium and its chromedriver: tests/browser.py drives a headless Chromium through
 #   selenium for the tests of the HTML pages (Debian's browser, never a downloaded one).
+# - Podman and catatonit (the init it runs as a container's PID 1): tests/test_podman.py
+#   runs the podman executor's cells, rootful where the tests run as root.
 # Nothing is started here, and nothing is installed that is already there.
 set -euo pipefail
 
@@ -23,8 +25,10 @@ command -v sbatch >/dev/null || missing+=(slurm-client)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 [[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
+command -v podman >/dev/null || missing+=(podman)
+[[ -x /usr/libexec/podman/catatonit || -x /usr/bin/catatonit ]] || missing+=(catatonit)
 if ((${#missing[@]})); then
-    echo "test_services: installing ${missing[*]} (about 250 MB with MariaDB and PostgreSQL, 133 MB more with Chromium)" >&2
+    echo "test_services: installing ${missing[*]} (about 250 MB with MariaDB and PostgreSQL, 133 MB more with Chromium, 60 MB more with Podman)" >&2
     as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
@@ -34,4 +38,4 @@ fi
 for service in slurmctld slurmd slurmdbd munge mariadb postgresql; do
     as_root systemctl stop "$service" >/dev/null 2>&1 || true
 done
-echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge, MariaDB and PostgreSQL $(dpkg-query -W -f='${Version}' postgresql 2>/dev/null || echo '(version unknown)') are installed; Chromium $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo '(version unknown)') and its chromedriver too"
+echo "test_services: Slurm $(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo '(version unknown)'), munge, MariaDB and PostgreSQL $(dpkg-query -W -f='${Version}' postgresql 2>/dev/null || echo '(version unknown)') are installed; Chromium $(dpkg-query -W -f='${Version}' chromium 2>/dev/null || echo '(version unknown)') and its chromedriver too; Podman $(dpkg-query -W -f='${Version}' podman 2>/dev/null || echo '(version unknown)')"

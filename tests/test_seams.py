@@ -109,7 +109,7 @@ def test_without_the_package_its_executor_is_one_located_line(matrix_file, tmp_p
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: {tmp_path / 'm.yaml'}:3: stacks[0].executor: unknown executor 'niced' "
-        "(registered: docker, process)")
+        "(registered: docker, podman, process)")
 
 
 class LabProvider(BaseProvider):
@@ -136,7 +136,8 @@ def test_registry_credentials_come_from_the_provider_that_owns_the_registry(monk
 def test_the_docker_executor_and_the_images_import_no_cloud_code():
     """They ask the providers for registry credentials; no import of a cloud module is left
     in them (the matrix schema still reaches providers/aws/network.py: the providers issue)."""
-    for module in ("orchestrator/executors/docker.py", "orchestrator/images/stack_image.py"):
+    for module in ("orchestrator/executors/docker.py", "orchestrator/executors/podman/runner.py",
+                   "orchestrator/images/stack_image.py"):
         tree = ast.parse((PROJECT / module).read_text())
         imported = {node.module for node in ast.walk(tree)
                     if isinstance(node, ast.ImportFrom) and node.module} | {

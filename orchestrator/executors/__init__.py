@@ -53,12 +53,23 @@ class Executor(Protocol):
 
 
 @dataclass(frozen=True)
+class ImageNeed:
+    """The image an executor's cells run in and where it comes from, said for people (the
+    plan and the docs). Every such image is the stack's, built from its pinned lock by
+    the Docker engine where the sweep runs (orchestrator/images/); `arrives` says how the
+    executor's runtime on a node comes to hold it."""
+
+    runtime: str  # what runs the container: "the Docker engine", "Podman"
+    arrives: str
+
+
+@dataclass(frozen=True)
 class ExecutorKind:
-    """A registered executor: its name, whether its cells run in their stack's image, and
-    how to load its implementation (imported only then)."""
+    """A registered executor: its name, the image its cells run in (None: they run in this
+    Python environment), and how to load its implementation (imported only then)."""
 
     name: str
-    needs_image: bool
+    image: ImageNeed | None
     load: Callable[[], Executor]
 
 
@@ -90,7 +101,7 @@ def executor_kind(name: str) -> ExecutorKind:
 
 def needs_image(stack: Stack) -> bool:
     """Whether the stack's cells run in an image built for it."""
-    return executor_kind(stack.effective_executor).needs_image
+    return executor_kind(stack.effective_executor).image is not None
 
 
 def execute(cell: Cell, run_root: Path, tool: ToolInfo, images: dict[str, ImageRef],
@@ -115,7 +126,9 @@ def _builtin(module: str) -> Callable[[], Executor]:
     return load
 
 
-register_executor(ExecutorKind("process", needs_image=False,
+register_executor(ExecutorKind("process", image=None,
                                load=_builtin("orchestrator.executors.process")))
-register_executor(ExecutorKind("docker", needs_image=True,
-                               load=_builtin("orchestrator.executors.docker")))
+register_executor(ExecutorKind("docker", image=ImageNeed(
+    runtime="the Docker engine",
+    arrives="the engine that built it holds it; another node's pulls it by digest from "
+            "images.registry"), load=_builtin("orchestrator.executors.docker")))

@@ -1,17 +1,16 @@
-"""The docker executor: run a cell's worker in a container of its stack's image.
+"""The docker executor: run a cell's worker in a container of its stack's image, through
+the Docker engine's API.
 
-The container is the fault boundary, as the subprocess is for the process executor: the
-cell file and OUT_FILE go through the run's mounted `cells/` folder, the data cache is
-mounted read-only (the cell's dataset is fetched on the host first), the network is off,
-GPUs are requested for the cell's count, and the container is killed at the timeout and
-removed afterwards, on Ctrl-C too. Containers are labelled with their run and cell, so one
-left behind by a crashed sweep is found and removed by the next.
+The container is the fault boundary, as the subprocess is for the process executor. What
+it holds (mounts, labels, user, limits: container.py) is every container executor's; here
+the engine starts it, is asked in slices whether it still answers (an engine that goes
+away or hangs fails the cell in seconds, not at its timeout), kills it at the timeout and
+removes it afterwards, on Ctrl-C too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.container import (
+    LABEL_CELL,
+    LABEL_RUN,
+    ContainerExecutor,
+    ContainerSpec,
+    as_process_status,
+    container_spec,
+    fetch_dataset,
+    in_image,
+    provenance,
+    refusal,
+)
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.images.engine import (
     EngineUnavailable,
@@ -32,16 +43,12 @@ from orchestrator.images.engine import (
     first_line,
     stopped_by_the_engine,
 )
-from orchestrator.images.ref import ImageRef, image_workload_dir
+from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
 from orchestrator.providers import registry_auth
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
 
-CELLS_MOUNT = "/matrix/cells"
-DATA_MOUNT = "/matrix/data"
-LABEL_RUN = "matrix-bench.run"
-LABEL_CELL = "matrix-bench.cell"
 WAIT_SLICE_S = 10.0  # a cell's wait asks the engine this often whether it still answers
 
 
@@ -52,25 +59,14 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
              node_id: str | None = None,
              on_start: Callable[[], None] | None = None) -> list[Record]:
     """Run `cell` in a container of `image` and return its journal records."""
-    # A user's workload folder, or a command's, is in the image, not at its path here.
-    in_image = cell.model_copy(update={
-        key: image_workload_dir(cell.workload) for key in ("workload_dir", "command_cwd")
-        if getattr(cell, key) is not None})
-    files = CellFiles.prepare(in_image, run_root)
-
-    def refused(status: Status, why: str) -> list[Record]:
-        files.log.write_text(f"docker executor: {why}\n")
-        exit = WorkerExit(returncode=None, timed_out=False, started_at=files.started_at,
-                          wall_s=0.0, node_id=node_id)
-        return records_for(cell, exit, files, tool, _provenance(image),
-                           status_override=(status, why))
-
+    files = CellFiles.prepare(in_image(cell), run_root)
+    refused = refusal(cell, files, tool, image, node_id, "docker")
     if image is None:
         return refused(Status.IMAGE_FAILED, f"stack {cell.stack.name} has no image")
     try:
         client = docker_client()
         local_tag = _image_here(client, image)
-        _fetch_dataset(cell)
+        fetch_dataset(cell)
     except EngineUnavailable as exc:
         return refused(Status.EXECUTOR_UNAVAILABLE, str(exc))
     except ENGINE_ERRORS as exc:  # it answered the ping, then went away
@@ -82,7 +78,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
 
     start, since = time.perf_counter(), datetime.now(UTC)
     try:
-        container = _start(client, local_tag, _container_options(cell, files.cell.parent))
+        container = _start(client, _options(container_spec(cell, files.cell.parent,
+                                                           local_tag)))
     except Exception as exc:  # the engine refused (no GPU runtime, gone away): not a crash
         return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine at {engine_name()} "
                                                    f"did not start the container: "
@@ -114,8 +111,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
                       wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
     override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE, lost)
-    return records_for(cell, exit, files, tool, _provenance(image),
-                       status_override=override)
+    return records_for(cell, exit, files, tool, provenance(image), status_override=override)
 
 
 def _image_here(client: Any, image: ImageRef) -> str:
@@ -138,56 +134,47 @@ def _image_here(client: Any, image: ImageRef) -> str:
     return image.repo_digest
 
 
-def _fetch_dataset(cell: Cell) -> None:
-    """The container has no network: its dataset is fetched into the host's cache first."""
-    dataset = cell.params.get("dataset")
-    if isinstance(dataset, str) and dataset in datasets.catalogue():
-        datasets.fetch(dataset)
-    datasets.data_dir().mkdir(parents=True, exist_ok=True)
-
-
-def _container_options(cell: Cell, cells_dir: Path) -> dict[str, Any]:
+def _options(spec: ContainerSpec) -> dict[str, Any]:
+    """The container, in the engine's API."""
     import docker
 
     options: dict[str, Any] = {
-        # An argument list: values from the matrix reach the worker as data, never a shell.
-        "command": ["python3", "-m", "orchestrator.worker", f"{CELLS_MOUNT}/{cell.cell_id}.json",
-                    f"{CELLS_MOUNT}/{cell.cell_id}.out.jsonl"],
+        "image": spec.image,
+        "command": list(spec.command),
         "detach": True,
         # docker-init as PID 1: the worker gets signals as a process does (PID 1 ignores
         # them), so an abort is `crashed` and the engine's stop reaches it at once.
         "init": True,
         "network_mode": "none",
-        "user": f"{os.getuid()}:{os.getgid()}",  # files in cells/ stay the user's
-        "environment": {"MATRIX_BENCH_DATA": DATA_MOUNT, "HOME": "/tmp",
-                        "PYTHONUNBUFFERED": "1"},
-        "volumes": {str(cells_dir.resolve()): {"bind": CELLS_MOUNT, "mode": "rw"},
-                    str(datasets.data_dir().resolve()): {"bind": DATA_MOUNT, "mode": "ro"}},
-        "labels": {LABEL_RUN: cell.run, LABEL_CELL: cell.cell_id},
-        "name": f"matrix-{cell.run}-{cell.cell_id}"[:120],
+        "user": spec.user,
+        "environment": spec.environment,
+        "volumes": {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"}
+                    for m in spec.mounts},
+        "labels": spec.labels,
+        "name": spec.name,
     }
-    if cell.hardware.gpus:
+    if spec.gpus:
         options["device_requests"] = [docker.types.DeviceRequest(
-            count=cell.hardware.gpus, capabilities=[["gpu"]])]
-    if cell.memory_limit_mb:
-        options["mem_limit"] = f"{cell.memory_limit_mb}m"
-        options["memswap_limit"] = f"{cell.memory_limit_mb}m"  # no swap to hide in
+            count=spec.gpus, capabilities=[["gpu"]])]
+    if spec.memory_limit_mb:
+        options["mem_limit"] = f"{spec.memory_limit_mb}m"
+        options["memswap_limit"] = f"{spec.memory_limit_mb}m"
     return options
 
 
-def _start(client: Any, tag: str, options: dict[str, Any]) -> Any:
+def _start(client: Any, options: dict[str, Any]) -> Any:
     """Run the container; a container of this cell that an earlier attempt left on this
     engine (its name is taken) is removed first."""
     import docker
 
     try:
-        return client.containers.run(tag, **options)
+        return client.containers.run(**options)
     except docker.errors.APIError as exc:
         if exc.status_code != 409:
             raise
     with contextlib.suppress(docker.errors.NotFound):
         client.containers.get(options["name"]).remove(force=True)
-    return client.containers.run(tag, **options)
+    return client.containers.run(**options)
 
 
 def _wait(client: Any, container: Any, timeout_s: float) -> tuple[bool, int | None, bool]:
@@ -211,9 +198,7 @@ def _wait(client: Any, container: Any, timeout_s: float) -> tuple[bool, int | No
         return True, None, False
     container.reload()
     oom = bool(container.attrs["State"].get("OOMKilled"))
-    code = int(result["StatusCode"])
-    # The engine reports death by signal N as 128 + N; the outcome classifier wants -N.
-    return False, -(code - 128) if 128 < code <= 128 + 64 else code, oom
+    return False, as_process_status(int(result["StatusCode"])), oom
 
 
 def _follow_logs(container: Any, log_file: Path) -> None:
@@ -260,25 +245,5 @@ def remove_cell_container(cell: Cell) -> None:
         _remove(container)
 
 
-def _provenance(image: ImageRef | None) -> dict[str, Any]:
-    if image is None:
-        return {}
-    return {"image_tag": image.tag, "image_id": image.image_id,
-            "repo_digest": image.repo_digest}
-
-
-class DockerExecutor:
-    """The registered `docker` executor (orchestrator/executors/__init__.py)."""
-
-    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
-                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
-        return run_cell(cell, run_root, tool, image, node_id, on_start)
-
-    def remove_leftovers(self, run: str) -> int:
-        return remove_leftovers(run)
-
-    def stop_cell(self, cell: Cell) -> None:
-        remove_cell_container(cell)
-
-
-EXECUTOR = DockerExecutor()
+# The registered `docker` executor (orchestrator/executors/__init__.py).
+EXECUTOR = ContainerExecutor(run_cell, remove_leftovers, remove_cell_container)

@@ -42,4 +42,4 @@ class NicedExecutor:
         pass
 
 
-KIND = ExecutorKind("niced", needs_image=False, load=NicedExecutor)
+KIND = ExecutorKind("niced", image=None, load=NicedExecutor)

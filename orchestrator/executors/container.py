@@ -1,0 +1,133 @@
+"""What every container executor does the same way, whatever runtime starts the container.
+
+A cell runs in a container of its stack's image as it runs in a subprocess: the worker
+reads its cell file and writes OUT_FILE through the run's `cells/` folder, mounted; the
+data cache is mounted read-only (the cell's dataset is fetched on the host first, since
+the network is off); the user's workload folder is the image's copy, not the path here;
+files written in `cells/` stay the user's; the container has an init as PID 1, its run's
+and cell's labels (so a killed sweep's leftovers are found by the next), the cell's GPUs
+and memory limit. `ContainerSpec` says all that as data; each container executor only says
+it in its runtime's terms (docker.py through the engine's API, others by their command line).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.images.ref import ImageRef, image_workload_dir
+from orchestrator.plan.cells import Cell
+from orchestrator.results.records import Record, Status
+from orchestrator.worker import datasets
+
+CELLS_MOUNT = "/matrix/cells"
+DATA_MOUNT = "/matrix/data"
+LABEL_RUN = "matrix-bench.run"
+LABEL_CELL = "matrix-bench.cell"
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: str
+    container: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One cell's container, as every runtime must start it."""
+
+    image: str  # the local name of the stack's image on this runtime
+    command: tuple[str, ...]  # an argument list: matrix values reach the worker as data
+    mounts: tuple[Mount, ...]
+    environment: dict[str, str]
+    labels: dict[str, str]
+    name: str
+    user: str  # uid:gid of the sweep, so files in cells/ stay the user's
+    gpus: int
+    memory_limit_mb: int | None  # also the swap limit: no swap to hide in
+
+
+def in_image(cell: Cell) -> Cell:
+    """`cell` as the container sees it: a user's workload folder, or a command's, is the
+    image's copy, not its path here."""
+    return cell.model_copy(update={
+        key: image_workload_dir(cell.workload) for key in ("workload_dir", "command_cwd")
+        if getattr(cell, key) is not None})
+
+
+def fetch_dataset(cell: Cell) -> None:
+    """The container has no network: its dataset is fetched into the host's cache first
+    (raises datasets.DatasetError)."""
+    dataset = cell.params.get("dataset")
+    if isinstance(dataset, str) and dataset in datasets.catalogue():
+        datasets.fetch(dataset)
+    datasets.data_dir().mkdir(parents=True, exist_ok=True)
+
+
+def container_spec(cell: Cell, cells_dir: Path, image: str) -> ContainerSpec:
+    return ContainerSpec(
+        image=image,
+        command=("python3", "-m", "orchestrator.worker", f"{CELLS_MOUNT}/{cell.cell_id}.json",
+                 f"{CELLS_MOUNT}/{cell.cell_id}.out.jsonl"),
+        mounts=(Mount(str(cells_dir.resolve()), CELLS_MOUNT, read_only=False),
+                Mount(str(datasets.data_dir().resolve()), DATA_MOUNT, read_only=True)),
+        environment={"MATRIX_BENCH_DATA": DATA_MOUNT, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"},
+        labels={LABEL_RUN: cell.run, LABEL_CELL: cell.cell_id},
+        name=f"matrix-{cell.run}-{cell.cell_id}"[:120],
+        user=f"{os.getuid()}:{os.getgid()}",
+        gpus=cell.hardware.gpus,
+        memory_limit_mb=cell.memory_limit_mb)
+
+
+def provenance(image: ImageRef | None) -> dict[str, Any]:
+    """What the cell's provenance record says of the image it ran in."""
+    if image is None:
+        return {}
+    return {"image_tag": image.tag, "image_id": image.image_id,
+            "repo_digest": image.repo_digest}
+
+
+def refusal(cell: Cell, files: CellFiles, tool: ToolInfo, image: ImageRef | None,
+            node_id: str | None, executor: str) -> Callable[[Status, str], list[Record]]:
+    """The records of a cell its runtime never started, with the reason in its log."""
+    def refused(status: Status, why: str) -> list[Record]:
+        files.log.write_text(f"{executor} executor: {why}\n")
+        exit = WorkerExit(returncode=None, timed_out=False, started_at=files.started_at,
+                          wall_s=0.0, node_id=node_id)
+        return records_for(cell, exit, files, tool, provenance(image),
+                           status_override=(status, why))
+    return refused
+
+
+RunCell = Callable[[Cell, Path, ToolInfo, ImageRef | None, str | None,
+                    Callable[[], None] | None], list[Record]]
+
+
+@dataclass(frozen=True)
+class ContainerExecutor:
+    """A container runtime's executor (the `Executor` protocol) from its three functions."""
+
+    run: RunCell
+    leftovers: Callable[[str], int]
+    stop: Callable[[Cell], None]
+
+    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
+                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
+        return self.run(cell, run_root, tool, image, node_id, on_start)
+
+    def remove_leftovers(self, run: str) -> int:
+        return self.leftovers(run)
+
+    def stop_cell(self, cell: Cell) -> None:
+        self.stop(cell)
+
+
+def as_process_status(code: int) -> int:
+    """A container's exit status as a process's: runtimes report death by signal N as
+    128 + N, the outcome classifier wants -N."""
+    return -(code - 128) if 128 < code <= 128 + 64 else code
