@@ -39,6 +39,9 @@ Only = Annotated[list[str] | None, typer.Option(
     "--only", help="Run a subset: KEY=V1,V2 where KEY is hardware, stack, workload or a "
                    "parameter; repeat to combine.")]
 Rerun = Annotated[bool, typer.Option("--rerun", help="Redo cells that already finished ok.")]
+Retry = Annotated[list[str] | None, typer.Option(
+    "--retry", help="Run again the cells that ended with these statuses though nothing that "
+                    "shapes them changed, e.g. --retry unsupported,oom.")]
 app.add_typer(db_app, name="db")
 app.add_typer(history_app, name="history")
 app.command(name="advise")(advise_command)
@@ -67,6 +70,7 @@ def run(
                                                            "environment, without Ray.")] = False,
     only: Only = None,
     rerun: Rerun = False,
+    retry: Retry = None,
     allow_over_budget: Annotated[bool, typer.Option(
         "--allow-over-budget", help="Run even when the estimated cost exceeds budget_usd.")
     ] = False,
@@ -75,12 +79,15 @@ def run(
     ] = False,
     db: Db = None,
 ) -> None:
-    """Run every cell of the matrix that has not finished ok yet, then write the report;
-    each cell is journalled in the run directory and indexed in the results store."""
+    """Run every cell of the matrix that has not ended yet, then write the report; a cell
+    that failed with the run (crashed, timeout, node lost...) runs again, one whose
+    configuration gave its end (unsupported, oom...) only when its inputs change or with
+    --retry. Each cell is journalled in the run directory and indexed in the results store."""
+    from orchestrator.plan.retry import parse_retry
     from orchestrator.run.sweep import SweepOptions, run_sweep
 
     options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
-                           only=_selectors(only), rerun=rerun,
+                           only=_selectors(only), rerun=rerun, retry=parse_retry(retry),
                            allow_over_budget=allow_over_budget, verbose=verbose, db=db)
     summary = run_sweep(matrix_file, options, _console())
     if summary.interrupted or summary.stopped:
@@ -95,7 +102,7 @@ class PlanForm(StrEnum):
 
 @app.command()
 def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
-         rerun: Rerun = False,
+         rerun: Rerun = False, retry: Retry = None,
          verbose: Annotated[bool, typer.Option(
              "--verbose", "-v", help="List every cell, to run and skipped.")] = False,
          form: Annotated[PlanForm, typer.Option(
@@ -103,10 +110,11 @@ def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
          ] = PlanForm.TEXT) -> None:
     """Show what would run (per hardware, stack and workload), what is skipped and why, the
     images, time and cost; every cell with --verbose, or as JSON or CSV."""
+    from orchestrator.plan.retry import parse_retry
     from orchestrator.plan.view import show_plan
 
     show_plan(matrix_file, output, _selectors(only), rerun, _console(), verbose,
-              form.value)
+              form.value, parse_retry(retry))
 
 
 @app.command()

@@ -27,8 +27,9 @@ def test_every_field_of_the_drivers_cell_reaches_the_worker_typed():
     read = CellFile.from_dict(json.loads(json.dumps(make_cell("sleep", {"seconds": 2,
                                                                         "steps": 3}, 2, 1))))
     # all but the declaration the driver's side keeps for the node (executors/outcome.py)
+    # and the inputs it records with the cell's end (plan/retry.py)
     assert {f.name for f in dataclasses.fields(CellFile)} >= set(Cell.model_fields) - {
-        "workload_info"}
+        "workload_info", "inputs"}
     assert {f.name for f in dataclasses.fields(CellHardware)} == set(
         type(cell.hardware).model_fields)
     assert {f.name for f in dataclasses.fields(CellStack)} == set(type(cell.stack).model_fields)

@@ -146,6 +146,7 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
         workload=cell.workload,
         error=message,
         log_tail=None if status is Status.OK else log_tail,
+        inputs=cell.inputs,
         **_param_columns(cell),
     )
     kept: list[Record] = list(measurements) if status is Status.OK else []
@@ -163,7 +164,7 @@ def not_run_records(cell: Cell, status: Status, error: str, attempts: int = 1,
                    started_at=datetime.now(UTC).isoformat(timespec="seconds"), wall_s=0.0,
                    attempts=attempts, hardware=cell.hardware.name, stack=cell.stack.name,
                    workload=cell.workload, error=error, log_tail=log_tail,
-                   **_param_columns(cell)),
+                   inputs=cell.inputs, **_param_columns(cell)),
     ]
 
 
@@ -172,7 +173,8 @@ def cell_file_content(cell: Cell) -> dict[str, Any]:
     version and its parameters' declared types."""
     types = {name: decl.type for name, decl in declared(cell).params.items()}
     return {"version": CELL_FILE_VERSION, **cell.model_dump(mode="json",
-                                                            exclude={"workload_info"}),
+                                                            exclude={"workload_info",
+                                                                     "inputs"}),
             "param_types": {name: types[name] for name in cell.params if name in types}}
 
 

@@ -17,6 +17,7 @@ from orchestrator.command_workloads import substitute
 from orchestrator.errors import SpecWarning
 from orchestrator.hardware import gpu_model_of
 from orchestrator.plan.identity import cell_id_of, config_id_of
+from orchestrator.plan.retry import outcome_inputs
 from orchestrator.spec.located_yaml import LocatedYaml
 from orchestrator.spec.model import (
     HARD_MAX_CELLS,
@@ -70,6 +71,9 @@ class Cell(BaseModel):
     workload_info: WorkloadInfo | None = None
     # time the last epoch under torch's profiler, its trace into cells/<cell_id>.trace.json
     profile: bool = False
+    # what shapes its end besides its ids (plan/retry.py), recorded with that end; the
+    # driver's, never in the cell file
+    inputs: str | None = None
 
 
 def declared(cell: Cell) -> WorkloadInfo:
@@ -223,17 +227,18 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
                              profile=entry.profile)
     command = None if entry.command is None else substitute(entry.command, params, epochs)
     own = None if workload_source(info.name) == "built-in" else info
+    timeout_s = entry.timeout_s or info.timeout_s
+    inputs = outcome_inputs(stack, timeout_s, entry.memory_limit_mb, spec.images.locks)
     for repeat in range(1, spec.min_repeats + 1):
         yield Cell(
             run=spec.name, hardware=hardware, stack=stack, workload=info.name,
             workload_version=info.version, item_unit=info.item_unit, params=params,
             epochs=epochs, repeat=repeat,
-            timeout_s=entry.timeout_s or info.timeout_s,
-            memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
+            timeout_s=timeout_s, memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
             cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
             workload_module=package_module(info.name), command=command,
             command_cwd=entry.cwd if command else None, workload_info=own,
-            profile=entry.profile,
+            profile=entry.profile, inputs=inputs,
         )
 
 

@@ -1,7 +1,8 @@
 """The plan: which cells of a matrix run now, which are skipped and why, and how long it takes.
 
 Reasons to skip a cell: not selected by --only, excluded by a rule, incompatible with its
-hardware, hardware that no node offers, or already done (an `ok` result in the journal).
+hardware, hardware that no node offers, already done (an `ok` result in the journal), or
+ended with its configuration's own outcome, its inputs unchanged (retry.py).
 With `repeats: {min, max, until_cv}` the plan holds the repeats the journal asks for now
 (repeats.py) and names those a configuration may still get, up to `max`.
 """
@@ -16,8 +17,10 @@ from orchestrator.errors import MatrixError
 from orchestrator.hardware import LocalMachine
 from orchestrator.plan.cells import Cell, excluded, expand, incompatibility
 from orchestrator.plan.repeats import extra_repeats
+from orchestrator.plan.retry import kept_reason
 from orchestrator.providers import provider_for
-from orchestrator.results.store import CellResult, done_cells
+from orchestrator.results.records import CellRecord, Status
+from orchestrator.results.store import CellResult
 from orchestrator.spec.model import MatrixSpec
 from orchestrator.workload_registry import load_workload
 
@@ -81,14 +84,16 @@ class Plan:
 def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
               only: Iterable[Selector] = (), cluster_hardware: set[str] | None = None,
               rerun: bool = False, launch: bool = True,
-              earlier_walls: Callable[[set[str]], Mapping[str, list[float]]] | None = None
-              ) -> Plan:
+              earlier_walls: Callable[[set[str]], Mapping[str, list[float]]] | None = None,
+              retry: frozenset[Status] = frozenset()) -> Plan:
     """Decide every cell's fate. `cluster_hardware`: the hardware names the nodes of an
     existing cluster offer (None: this machine, plus the nodes each hardware's provider
     brings up where `launch`). `earlier_walls`: for configurations the journal has not
-    measured, their wall times in earlier runs (the results store), for estimates."""
+    measured, their wall times in earlier runs (the results store), for estimates. A cell
+    that ended before runs again as plan/retry.py says: never if `ok`, if its outcome's
+    inputs changed or its status is in `retry`, always after a failure of the run."""
     history = list(history)
-    done = set() if rerun else done_cells(history)
+    ended = {} if rerun else {r.cell.cell_id: r.cell for r in history}
     selectors = list(only)
     cells = expand(spec)
     for selector in selectors:
@@ -102,13 +107,13 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
     to_run: list[Cell] = []
     skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
     for cell in cells:
-        reason = _skip_reason(cell, local, selectors, cluster_hardware, done, launch)
+        reason = _skip_reason(cell, local, selectors, cluster_hardware, ended, retry, launch)
         if reason:
             skipped.append(Skipped(cell, reason))
         else:
             to_run.append(cell)
-    may_add = [c for c in later if not _skip_reason(c, local, selectors, cluster_hardware, done,
-                                                    launch)]
+    may_add = [c for c in later if not _skip_reason(c, local, selectors, cluster_hardware,
+                                                    ended, retry, launch)]
     walls = _walls_by_config(history)
     if earlier_walls is not None:  # the results store: earlier runs of the same configuration
         walls = {**earlier_walls({c.config_id for c in [*to_run, *may_add]} - set(walls)),
@@ -118,7 +123,8 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
 
 
 def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
-                 cluster_hardware: set[str] | None, done: set[str], launch: bool) -> str | None:
+                 cluster_hardware: set[str] | None, ended: Mapping[str, CellRecord],
+                 retry: frozenset[Status], launch: bool) -> str | None:
     if not all(s.matches(cell) for s in selectors):
         return "not selected (--only)"
     problem = incompatibility(cell)
@@ -130,9 +136,7 @@ def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
             return reason
     elif cell.hardware.name not in cluster_hardware:
         return f"no node of the cluster offers hw:{cell.hardware.name}"
-    if cell.cell_id in done:
-        return "already done (ok in the journal; --rerun to redo)"
-    return None
+    return kept_reason(cell.inputs, ended.get(cell.cell_id), retry)
 
 
 def _walls_by_config(history: list[CellResult]) -> dict[str, list[float]]:

@@ -21,6 +21,7 @@ from orchestrator.images.stack_image import ImageError, find_image, render
 from orchestrator.plan.cells import Cell, excluded, expand
 from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.providers import provider_for
+from orchestrator.results.records import Status
 from orchestrator.results.store import ResultStore
 from orchestrator.run.costs import over_budget, plan_cost_usd, plan_prices
 from orchestrator.run.progress import varying_params
@@ -33,13 +34,14 @@ EXCLUDED = "excluded by"  # how the planner words a cell an exclude rule removed
 
 
 def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], rerun: bool,
-              console: Console, verbose: bool = False, form: PlanFormat = "text") -> None:
+              console: Console, verbose: bool = False, form: PlanFormat = "text",
+              retry: frozenset[Status] = frozenset()) -> None:
     """The plan: a summary that fits a terminal (what runs, grouped; what is skipped, by
     reason; images, time and cost), every cell with `verbose`, or every cell as JSON or CSV
     on stdout for scripts."""
     spec = load_spec(spec_path)
     store = ResultStore(run_dir_for(spec, output))
-    plan = make_plan(spec, detect_local(), store.results(), only, None, rerun)
+    plan = make_plan(spec, detect_local(), store.results(), only, None, rerun, retry=retry)
     if form != "text":
         write_cells(plan, form)
         return

@@ -82,9 +82,20 @@ class Status(StrEnum):
     QUEUE_TIMEOUT = "queue_timeout"  # waited in a scheduler's queue too long; never started
 
     def is_done(self) -> bool:
-        """Whether a rerun may skip the cell: only `ok` cells are kept, all others retried."""
+        """Whether the cell measured what it set out to: `ok` only."""
         return self is Status.OK
 
+    def is_outcome(self) -> bool:
+        """Whether this end is the configuration's own: the same inputs end the same way, so
+        a resumed sweep runs it again only when they change (plan/retry.py), as Ray's
+        `JobStatus.is_terminal()` marks the ends that no retry changes. The others are
+        failures of the run (a crash, a timeout, a lost node, the budget, the queue, an
+        executor that was not there), which a resumed sweep runs again."""
+        return self in _OUTCOMES
+
+
+_OUTCOMES = frozenset({Status.OK, Status.UNSUPPORTED, Status.OOM, Status.STACK_MISMATCH,
+                       Status.IMAGE_FAILED, Status.FAILED, Status.INVALID_OUTPUT})
 
 # A hardware entry's, stack's or workload's name, as a matrix may give it (spec/model.py):
 # it names files and pages (the dashboard's workload-<name>.html), so a journal line naming
@@ -202,6 +213,9 @@ class CellRecord(_Identity):
     workload: Name
     error: str | None = None
     log_tail: str | None = None
+    # what shaped the end besides the ids (plan/retry.py: timeout, memory limit, the image
+    # stack's lock), so a resumed sweep knows whether an outcome would be the same again
+    inputs: str | None = None
 
     @model_validator(mode="after")
     def _extras_are_params(self) -> CellRecord:

@@ -62,11 +62,6 @@ class CellResult:
     measurements: list[MeasurementRecord] = field(default_factory=list)
 
 
-def done_cells(results: Iterable[CellResult]) -> set[str]:
-    """The ids of cells whose final attempt is `ok`: a resumed sweep skips exactly these."""
-    return {r.cell.cell_id for r in results if r.cell.status.is_done()}
-
-
 def atomic_write(path: Path, data: bytes) -> None:
     """Write through a temporary file and a rename, so readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -291,7 +286,7 @@ class ResultStore:
 
         rows = []
         for result in self.results():
-            cell = result.cell.model_dump(exclude={"record", "log_tail"})
+            cell = result.cell.model_dump(exclude={"record", "log_tail", "inputs"})
             cell["flags"] = ",".join(result.cell.flags)
             prov = {} if result.provenance is None else result.provenance.model_dump(
                 exclude={"record", *_IDENTITY})

@@ -33,7 +33,7 @@ from orchestrator.providers import Launch, Price, provider_named, providers, reg
 from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report
 from orchestrator.results.declarations import save_declarations
-from orchestrator.results.records import CellRecord, Record, with_attempts
+from orchestrator.results.records import CellRecord, Record, Status, with_attempts
 from orchestrator.results.store import FULL, CellResult, ResultStore, disk_full
 from orchestrator.run.budget import BudgetGuard
 from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with_price
@@ -55,6 +55,7 @@ class SweepOptions:
     no_ray: bool = False
     only: tuple[Selector, ...] = ()
     rerun: bool = False
+    retry: frozenset[Status] = frozenset()  # outcomes to run again though unchanged
     allow_over_budget: bool = False
     verbose: bool = False  # Ray's own output on the terminal, not in the run's ray.log
     db: str | None = None  # the results store's URL: --db; None: MATRIX_BENCH_DB or the default
@@ -171,7 +172,8 @@ class _Sweep:
                          options.only, self.cluster_hardware,
                          options.rerun if rerun is None else rerun,
                          launch=not options.no_ray if launch is None else launch,
-                         earlier_walls=self.index.walls if self.index else None)
+                         earlier_walls=self.index.walls if self.index else None,
+                         retry=options.retry)
 
     def preflight(self, plan: Plan) -> tuple[dict[str, list[Cell]], dict[str, Price]]:
         """Before anything is built: the plan line, the cells each launching provider takes,
