@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator.code_identity import code_hash
 from orchestrator.errors import MatrixError, UnknownWorkloadError
+from orchestrator.results.columns import param_column
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
 from orchestrator.worker.workload_code import optional_module, workload_package
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
@@ -171,7 +172,7 @@ def device_param_columns(workloads: Iterable[str]) -> tuple[str, ...]:
             names.add(load_workload(workload).device_param)
         except MatrixError:
             continue
-    return tuple(sorted(f"param.{name}" for name in names if name))
+    return tuple(sorted(param_column(name) for name in names if name))
 
 
 class WorkloadFolderError(MatrixError):

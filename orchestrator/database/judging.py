@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
+from orchestrator.results.columns import PARAM_PREFIX
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,7 +73,7 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     texts = runs["params"].tolist()
     parsed = {text: json.loads(text) for text in set(texts)}  # one per configuration
     params = pd.DataFrame([parsed[text] for text in texts], index=runs.index)
-    frame = frame.join(params.add_prefix("param."))
+    frame = frame.join(params.add_prefix(PARAM_PREFIX))
     frame = _with_scaling(frame, runs)
     # whose ceiling a row shares: its run's, node's, hardware's, stack's (report/ceilings.py)
     frame = frame.assign(run=runs["run_key"], hardware=runs["hardware"], stack=runs["stack"])

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from orchestrator.database.connection import Connection
 from orchestrator.database.history import Filters, per_run, repeats
 from orchestrator.database.judging import judged_runs
+from orchestrator.results.columns import as_param_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +46,7 @@ def store_rows(db: Connection, filters: Filters) -> pd.DataFrame:
                 "cell_id": attempt.attempt_id, "run": attempt.run,
                 "item_unit": attempt.item_unit, "price_per_hour_usd": attempt.price_per_hour_usd,
                 "flags": verdict["flags"], "judgement": verdict["judgement"],
-                **{f"param.{k}": v for k, v in json.loads(attempt.params).items()}}
+                **as_param_columns(json.loads(attempt.params))}
         rows += [{**base, **epoch} for epoch in measured.get(attempt.attempt_id, [])
                  if epoch.get("items_per_s") is not None]
     return pd.DataFrame(rows)

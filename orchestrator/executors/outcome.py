@@ -25,6 +25,7 @@ from orchestrator.flop_claims import FlopClaimError
 from orchestrator.flop_claims import flops_per_item as claim_flops
 from orchestrator.plan.cells import Cell, declared
 from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
+from orchestrator.results.columns import as_param_columns
 from orchestrator.results.records import (
     CellRecord,
     Flag,
@@ -186,7 +187,7 @@ def _identity(cell: Cell) -> dict[str, Any]:
 
 def _param_columns(cell: Cell) -> dict[str, Any]:
     """The cell's parameters as the cell record's `param.<name>` fields."""
-    return {f"param.{k}": v for k, v in cell.params.items()}
+    return as_param_columns(cell.params)
 
 
 def _read_out(out_file: Path) -> tuple[list[dict[str, Any]], str | None]:

@@ -21,6 +21,7 @@ from orchestrator.images.stack_image import ImageError, find_image, render
 from orchestrator.plan.cells import Cell, excluded, expand
 from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.providers import provider_for
+from orchestrator.results.columns import as_param_columns
 from orchestrator.results.records import Status
 from orchestrator.results.store import ResultStore
 from orchestrator.run.costs import over_budget, plan_cost_usd, plan_prices
@@ -171,7 +172,7 @@ def write_cells(plan: Plan, form: PlanFormat) -> None:
                      "hardware": cell.hardware.name, "stack": cell.stack.name,
                      "workload": cell.workload, "repeat": cell.repeat, "epochs": cell.epochs,
                      "estimate_s": plan.estimate_s.get(cell.cell_id),
-                     **{f"param.{k}": v for k, v in cell.params.items()}})
+                     **as_param_columns(cell.params)})
     if form == "json":
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.plan.repeats import settled
 from orchestrator.report.judge import devices_column
 from orchestrator.report.markdown import fmt, fmt_rate, present
+from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.records import Flag
 from orchestrator.worker.units import plural
 from orchestrator.workload_registry import device_param_columns
@@ -84,7 +85,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "peak_note": _first(group, "peak_note"),
             "flops_note": _first(group, "flops_note"),
         }
-        for column in (c for c in group.columns if c.startswith("param.")):
+        for column in param_columns(group.columns):
             summary[column] = group[column].iloc[0]
         for metric in metrics:
             summary[f"metric.{metric}"] = _median(group, metric)
@@ -183,7 +184,7 @@ def twin_keys(summary: pd.DataFrame) -> list[str]:
     """What configurations that differ only in their device count share."""
     devices = device_param_columns(summary["workload"].dropna().unique())
     return ["workload", "stack", "gpu_model", "instance_type",
-            *(c for c in summary.columns if c.startswith("param.") and c not in devices)]
+            *(c for c in param_columns(summary.columns) if c not in devices)]
 
 
 def with_scaling(summary: pd.DataFrame, within: Sequence[str] = ()) -> pd.DataFrame:
@@ -255,15 +256,15 @@ def config_labels(rows: pd.DataFrame) -> dict[str, str]:
     """config_id -> a short name for people: the workload when there are several, the
     hardware, the stack when there are several, and the settings that vary (where set)."""
     configs = rows.drop_duplicates("config_id")
-    varying = [c for c in configs.columns if c.startswith("param.")
-               and configs[c].dropna().astype(str).nunique() > 1]
+    varying = [c for c in param_columns(configs.columns)
+               if configs[c].dropna().astype(str).nunique() > 1]
     several = {key: configs[key].nunique() > 1 for key in ("workload", "stack")
                if key in configs}
     labels = {}
     for _, row in configs.iterrows():
         parts = [str(row["workload"])] if several.get("workload") else []
         parts.append(str(row["hardware"]) + (f"/{row['stack']}" if several["stack"] else ""))
-        parts += [f"{c.removeprefix('param.')}={fmt(row[c])}" for c in varying
+        parts += [f"{param_name(c)}={fmt(row[c])}" for c in varying
                   if present(row[c])]
         labels[str(row["config_id"])] = " ".join(parts)
     return labels

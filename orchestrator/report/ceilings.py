@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.markdown import present
+from orchestrator.results.columns import param_column
 from orchestrator.results.records import Flag
 
 if TYPE_CHECKING:
@@ -133,9 +134,9 @@ def node_ceilings(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _precisions(df: pd.DataFrame) -> list[str]:
-    if "param.precision" not in df:
+    if param_column("precision") not in df:
         return ["fp32"] * len(df)
-    return [str(p) if present(p) else "fp32" for p in df["param.precision"]]
+    return [str(p) if present(p) else "fp32" for p in df[param_column("precision")]]
 
 
 def _number(value: Any) -> float | None:

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import MatrixError
+from orchestrator.results.columns import param_columns, param_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,12 +142,12 @@ def matched(df: pd.DataFrame) -> pd.DataFrame:
 
     if not len(df) or "workload_version" not in df:
         return df.assign(recorded_config_id=df.get("config_id"))
-    params = [c for c in df.columns if c.startswith("param.")]
+    params = param_columns(df.columns)
     firsts = df.drop_duplicates("config_id")
     ids = {row["config_id"]: match_id(
         row["config_id"], row["workload_version"], (row["hardware"], row["stack"],
                                                     row["workload"]),
-        {c.removeprefix("param."): row[c] for c in params})
+        {param_name(c): row[c] for c in params})
         for row in firsts.to_dict("records")}
     return df.assign(recorded_config_id=df["config_id"], config_id=df["config_id"].map(ids))
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from orchestrator.report.advise import measured_rows
 from orchestrator.report.compare import CONFIDENCE, RESAMPLES, resampled_medians
 from orchestrator.report.markdown import fmt
+from orchestrator.results.columns import param_columns, param_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,8 +51,8 @@ def explain(rows: pd.DataFrame, workload: str | None = None) -> tuple[str, list[
     ok = ok[ok["flags"].fillna("").astype(str) == ""]
     configs = ok.drop_duplicates("config_id").set_index("config_id")
     factors = ["hardware", "stack", *sorted(
-        c for c in configs.columns if c.startswith("param.")
-        and configs[c].dropna().astype(str).nunique() > 1)]
+        c for c in param_columns(configs.columns)
+        if configs[c].dropna().astype(str).nunique() > 1)]
     factors = [f for f in factors if configs[f].astype(str).nunique() > 1]
     repeats = {str(c): m.to_numpy(dtype=float)
                for c, m in repeat_medians(ok).groupby(level="config_id")}
@@ -68,7 +69,7 @@ def explain(rows: pd.DataFrame, workload: str | None = None) -> tuple[str, list[
             low, high = _interval([(repeats[a], repeats[b]) for a, b in pairs])
             by_factor, by_level = _per_level(levels, others, pairs, ratios)
             effects.append(Effect(
-                factor=factor.removeprefix("param."), base=base, other=other,
+                factor=param_name(factor), base=base, other=other,
                 ratio=float(_median(ratios)), low=low, high=high, pairs=len(pairs),
                 detail=_pins(ok, base, other) if factor == "stack" else "",
                 by_level=by_level, by_factor=by_factor))
@@ -137,7 +138,7 @@ def _per_level(levels: pd.DataFrame, others: list[str], pairs: list[tuple[str, s
         each = tuple((level, _median(values)) for level, values in sorted(grouped.items()))
         spread = max(r for _, r in each) / min(r for _, r in each)
         if spread > best[0]:
-            best = (spread, other.removeprefix("param."), each)
+            best = (spread, param_name(other), each)
     return best[1], best[2]
 
 

@@ -33,6 +33,7 @@ from orchestrator.report.ceilings import (
 )
 from orchestrator.report.markdown import present
 from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
+from orchestrator.results.columns import from_param_columns, param_column, param_columns
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
 from orchestrator.workload_registry import device_param_columns, importable, load_workload
@@ -48,7 +49,7 @@ GIB = 1024 ** 3
 JUDGED_COLUMNS = ("achieved_flops", "peak_flops", "peak_source", "peak_fraction",
                   "peak_note", "flops_note", "judgement")
 # What a suspect row's verdicts read (_row_verdict).
-VERDICT_COLUMNS = ("flags", "error", "param.precision", "achieved_flops", "peak_flops",
+VERDICT_COLUMNS = ("flags", "error", param_column("precision"), "achieved_flops", "peak_flops",
                    "peak_source", "peak_fraction", "peak_note", "flops_note",
                    "parallel_efficiency_fraction", "speedup_ratio", "gpu_model",
                    "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes", "node",
@@ -131,7 +132,7 @@ def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
     in place: FLOPs per item and the peak found once per configuration."""
     keys = [c for c in ("workload", "flops_per_item", "gpu_model", "gpu_count", "devices_used",
                         "cpu_count", "peak_flops", "peak_source") if c in df]
-    keys += [c for c in df.columns if str(c).startswith("param.")]
+    keys += param_columns(df.columns)
     keys += [c for c in ("workload_version",) if c in df]
     stored = df[ok].copy()  # as recorded: a node's own CPU estimate is kept (peak_of)
     for column in ("achieved_flops", "peak_flops", "peak_source", "peak_fraction", "peak_note",
@@ -198,7 +199,8 @@ def _memory_suspects(df: pd.DataFrame) -> pd.Series:
 
 def precision_of(row: Any) -> str:
     """The row's precision from the glossary: its `precision` parameter, else fp32."""
-    return str(row["param.precision"]) if present(row.get("param.precision")) else "fp32"
+    precision = row.get(param_column("precision"))
+    return str(precision) if present(precision) else "fp32"
 
 
 def flop_count(row: Any) -> tuple[float | None, str]:
@@ -346,5 +348,5 @@ def gpu_memory_bytes(model: object) -> float | None:
 
 
 def _workload_params(row: Any) -> dict[str, Any]:
-    return {str(k).removeprefix("param."): (v.item() if hasattr(v, "item") else v)
-            for k, v in row.items() if str(k).startswith("param.") and present(v)}
+    return {name: (v.item() if hasattr(v, "item") else v)
+            for name, v in from_param_columns(row).items() if present(v)}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.analysis import config_labels, twin_keys
 from orchestrator.report.markdown import MIB
+from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.store import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_registry import device_param_columns
@@ -114,12 +115,12 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
     devices = device_param_columns(scaled["workload"].dropna().unique())
-    params = [c for c in scaled.columns if c.startswith("param.") and c not in devices]
+    params = [c for c in param_columns(scaled.columns) if c not in devices]
     for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):
         group = group.sort_values("devices")
         first = group.iloc[0]
         label = " ".join([str(first["instance_type"] or first["gpu_model"]),
-                          *(f"{c.removeprefix('param.')}={first[c]}" for c in params)])
+                          *(f"{param_name(c)}={first[c]}" for c in params)])
         axes.plot(group["devices"], group["speedup_ratio"], marker="o", label=label)
     axes.legend()
     return figure

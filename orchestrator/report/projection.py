@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from orchestrator.results.columns import param_columns
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -59,7 +61,7 @@ def configurations(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(devices=devices_column(rows))
     shared = [c for c in ("workload", "stack", "gpu_model", "instance_type",
                           "price_per_hour_usd") if c in rows] + [
-        c for c in rows.columns if c.startswith("param.")]
+        c for c in param_columns(rows.columns)]
     firsts = rows.groupby("config_id", sort=False)[[*shared, "devices"]].agg(
         {**{c: "first" for c in shared}, "devices": "median"})
     rates = repeat_medians(rows).groupby(level="config_id").median()

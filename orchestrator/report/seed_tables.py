@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
+from orchestrator.results.columns import param_column
 from orchestrator.worker.units import plural
 from orchestrator.worker.workload_code import optional_module
 from orchestrator.workload_registry import importable
@@ -27,7 +28,7 @@ def scaling(summary: pd.DataFrame, unit: str) -> list[str]:
     scaled = summary[summary["speedup_ratio"].notna()]
     if not len(scaled):
         return []
-    batch = "param.batch_size" if "param.batch_size" in scaled else None
+    batch = param_column("batch_size") if param_column("batch_size") in scaled else None
     order = ["devices", *([batch] if batch else [])]
     ordered = scaled.sort_values(["hardware", *order])
     rows = flagged([[where(summary, row), str(row["devices"]),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.report.markdown import fmt, fmt_mib, fmt_pct, fmt_seconds, fmt_usd, table
+from orchestrator.results.columns import param_columns, param_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,14 +42,14 @@ def whole_run_sections(df: pd.DataFrame) -> list[str]:
 
 
 def _section(workload: str, group: pd.DataFrame) -> list[str]:
-    params = [c for c in group.columns if c.startswith("param.")]
+    params = param_columns(group.columns)
     varying = [c for c in params if group[c].astype(str).nunique() > 1]
     optional = [(column, header, render) for column, header, render in (
         ("nvml_used_peak_bytes", "GPU mem MiB", fmt_mib),
         ("gpu_util_mean_pct", "GPU util %", lambda v: f"{v:.0f}"),
         ("gpu_power_mean_w", "GPU W", lambda v: f"{v:.0f}"),
         ("epoch_cost_usd", "$/run", fmt_usd)) if column in group]
-    headers = ["hardware", "stack", *(c.removeprefix("param.") for c in varying), "n",
+    headers = ["hardware", "stack", *(param_name(c) for c in varying), "n",
                "wall s", "spread", "host RSS MiB", *(h for _, h, _ in optional), "flags"]
     body = []
     for _, config in group.groupby("config_id", sort=False):
@@ -65,7 +66,7 @@ def _section(workload: str, group: pd.DataFrame) -> list[str]:
                        for c, _, render in optional),
                      ",".join(flags)])
     body.sort(key=lambda cells: [str(c) for c in cells])
-    fixed = ", ".join(f"{c.removeprefix('param.')}={fmt(group[c].iloc[0])}"
+    fixed = ", ".join(f"{param_name(c)}={fmt(group[c].iloc[0])}"
                       for c in sorted(set(params) - set(varying)))
     return [f"## {workload} (timed as a whole)", "", CAPTION, "",
             *([f"Fixed settings: {fixed}.", ""] if fixed else []),

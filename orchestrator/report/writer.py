@@ -40,6 +40,7 @@ from orchestrator.report.markdown import (
 from orchestrator.report.plots import job_figure, labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
+from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.store import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_registry import load_workload, workload_source
@@ -180,12 +181,12 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                       figures: list[tuple[str, str]]) -> list[str]:
     info = load_workload(workload)
     metrics = [c.removeprefix("metric.") for c in summary.columns if c.startswith("metric.")]
-    varying = [c for c in summary.columns if c.startswith("param.")
-               and summary[c].astype(str).nunique() > 1]
+    varying = [c for c in param_columns(summary.columns)
+               if summary[c].astype(str).nunique() > 1]
     summary = summary.sort_values(["hardware", "stack", *varying], kind="stable")
     has_warmup = bool((summary["warmup_s"].fillna(0) > 0).any())
     has_target = bool(summary["target_cv"].notna().any())
-    headers = ["hardware", "stack", *(c.removeprefix("param.") for c in varying),
+    headers = ["hardware", "stack", *(param_name(c) for c in varying),
                "n", "s/epoch", "timed s", *["warm-up s"] * has_warmup, "ms/step",
                f"train {plural(unit)}/s", "spread", *["CV/repeat"] * has_target]
     has_eval = bool(summary["eval_items_per_s"].notna().any())
@@ -230,8 +231,8 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
             body.append(flag_line(row["judgement"], len(headers)))
         elif has_peak and present(row.get("flops_note")) and row["flops_note"]:
             body.append(flag_line(row["flops_note"], len(headers)))  # where its FLOPs came from
-    fixed = {c.removeprefix("param."): summary[c].iloc[0] for c in summary.columns
-             if c.startswith("param.") and c not in varying}
+    fixed = {param_name(c): summary[c].iloc[0] for c in param_columns(summary.columns)
+             if c not in varying}
     settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
     plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
     return [f"## {workload}", "", f"{info.description}", "",
@@ -326,8 +327,8 @@ def _problems_section(df: pd.DataFrame, log_tails: Mapping[str, str]) -> list[st
         return []
     rows, tails = [], []
     for _, row in bad.sort_values(["workload", "hardware", "stack"]).iterrows():
-        params = " ".join(f"{c.removeprefix('param.')}={fmt(row[c])}" for c in bad.columns
-                          if c.startswith("param.") and present(row[c]))
+        params = " ".join(f"{param_name(c)}={fmt(row[c])}" for c in param_columns(bad.columns)
+                          if present(row[c]))
         reason = str(row.get("error") or "")[:160]
         where = f"{row['hardware']}/{row['stack']}"
         rows.append([row["workload"], where, params, f"#{row['repeat']}", row["status"],

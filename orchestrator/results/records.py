@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from orchestrator.results.columns import from_param_columns, is_param_column
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
 
 SCHEMA_VERSION = 4
@@ -220,12 +221,12 @@ class CellRecord(_Identity):
     @model_validator(mode="after")
     def _extras_are_params(self) -> CellRecord:
         for key in self.model_extra or {}:
-            if not key.startswith("param."):
+            if not is_param_column(key):
                 raise ValueError(f"unexpected field {key!r} in a cell record")
         return self
 
     def params(self) -> dict[str, Any]:
-        return {k.removeprefix("param."): v for k, v in (self.model_extra or {}).items()}
+        return from_param_columns(self.model_extra or {})
 
 
 class ProvenanceRecord(_Identity):
