@@ -97,3 +97,13 @@ def test_the_worker_package_imports_nothing_of_the_drivers():
                        if not m.startswith((*WORKER_MAY_IMPORT, "matrix_bench"))
                        and m != "orchestrator"}
             assert foreign == set(), name
+
+
+def test_every_module_is_named_in_the_architectures_map():
+    """docs/ARCHITECTURE.md's module map is how a newcomer finds where an idea lives: a
+    module it does not name is one nobody finds (issue 47, item 5)."""
+    layout = (PROJECT / "docs" / "ARCHITECTURE.md").read_text().split("```")[1]
+    unnamed = [str(path.relative_to(PROJECT)) for path in sorted(
+        (PROJECT / "orchestrator").rglob("*.py"))
+        if path.name != "__init__.py" and path.name not in layout]
+    assert unnamed == []
