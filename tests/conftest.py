@@ -59,12 +59,30 @@ SLOW_MARKERS = ("ray", "docker", "e2e")
 SLOW_FIXTURES = ("ray_cluster", "registry", "image_env", "browser")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# The README runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). What uses
+# the session's Ray cluster, Slurm, Docker images or registry runs on one worker, so each is
+# started once and its tests never meet a twin; every other module keeps to one worker, so
+# its module fixtures (a sweep the module's tests read) run once.
+SERVICE_FIXTURES = ("slurm_cluster", "ray_cluster", "image_env", "registry")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouping = getattr(config, "workerinput", None) is not None and \
+        config.getvalue("loadgroup")
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if any(item.get_closest_marker(name) for name in SLOW_MARKERS) or \
                 any(name in fixtures for name in SLOW_FIXTURES):
             item.add_marker(pytest.mark.slow)
+        group = "services" if any(name in fixtures for name in SERVICE_FIXTURES) \
+            else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+        if grouping and hasattr(item, "_id"):
+            # xdist 3.8 puts the group into `_nodeid`, which pytest 9 no longer reads (its
+            # node id is `_id`): without this every test is scheduled alone, and a module's
+            # fixtures and the session's services start on both workers.
+            item._id = f"{item.nodeid}@{group}"
 
 
 def write(path: Path, text: str) -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -267,11 +268,18 @@ def timing_claim(timing: dict[str, Any], mode: str) -> Claim:
 
 
 def elapsed_claim(elapsed_s: float | None, mode: str) -> Claim:
+    """The check against its budget. MATRIX_BENCH_CHECK_BUDGET_S sets another for a machine
+    the check shares (a test run beside another test worker on two cores), said in the
+    detail; the GPU node's is always its own."""
     budget = BUDGET_S[mode]
+    shared = os.environ.get("MATRIX_BENCH_CHECK_BUDGET_S")
+    if shared and mode == "cpu":
+        budget = int(shared)
     if elapsed_s is None:
         return Claim("the check ends within its budget", None, "not timed")
     return Claim("the check ends within its budget", elapsed_s <= budget,
-                 f"{elapsed_s:,.0f} s of {budget} s", {"elapsed_s": elapsed_s, "budget_s": budget})
+                 f"{elapsed_s:,.0f} s of {budget} s" + (" (a shared machine's)" if shared else ""),
+                 {"elapsed_s": elapsed_s, "budget_s": budget})
 
 
 def goals(df: pd.DataFrame, mode: str) -> list[dict[str, Any]]:

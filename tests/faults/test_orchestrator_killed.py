@@ -85,21 +85,31 @@ def _running(process: psutil.Process) -> bool:
 
 
 def ray_daemons() -> dict[int, str]:
-    """The machine's live raylets and GCS servers (zombies left by others are no daemons)."""
+    """The machine's live raylets and GCS servers (zombies left by others are no daemons),
+    with their command lines."""
     found = {}
     for process in psutil.process_iter(["name", "cmdline"]):
         if process.info["name"] in ("raylet", "gcs_server") and _running(process):
-            found[process.pid] = " ".join(process.info["cmdline"] or [])[:120]
+            found[process.pid] = " ".join(process.info["cmdline"] or [])
     return found
 
 
+def _starter_alive(cmdline: str) -> bool:
+    """Whether the process that started this daemon's Ray still runs: Ray names a session
+    after it (session_<date>_<time>_<pid>)."""
+    started_by = re.search(r"session_[0-9_-]+_([0-9]+)\b", cmdline)
+    return started_by is not None and psutil.pid_exists(int(started_by[1]))
+
+
 def orphaned_ray_daemons(before: set[int]) -> list[str]:
-    """Raylets and GCS servers started since `before` was taken that are still running (the
-    session cluster's are in `before`). Ray's node agents are not counted: they notice their
-    raylet's death within a minute."""
+    """Raylets and GCS servers started since `before` was taken that still run though the
+    process that started their Ray is gone (the session cluster's are in `before`; a sweep
+    another test runs meanwhile still runs its own). Ray's node agents are not counted: they
+    notice their raylet's death within a minute."""
     deadline = time.monotonic() + 10
     while True:
-        found = [cmdline for pid, cmdline in ray_daemons().items() if pid not in before]
+        found = [cmdline[:160] for pid, cmdline in ray_daemons().items()
+                 if pid not in before and not _starter_alive(cmdline)]
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.5)
