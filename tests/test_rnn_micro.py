@@ -170,10 +170,13 @@ def test_tiny_rounds_are_measured_with_every_declared_column(tmp_path: Path, imp
         # the same totals as items/s (docs/MEASUREMENT.md), not the median step
         assert record["us_per_example_train"] == pytest.approx(
             record["train_s"] / record["items"] * 1e6, rel=1e-12)
-        # forward and training are timed in rounds of their own: on a loaded 2-core machine
-        # a tiny model's forward round can come out slower than a training round (81 us
-        # against 76 us, seen once in CI); twice as slow is no noise, it is a mix-up
-        assert 0 < record["us_per_example_fwd"] < 2 * record["us_per_example_train"]
+        # forward and training are timed in rounds of their own, so their figures are never
+        # the same totals. No ratio between them is asserted: on a shared 2-core machine a
+        # tiny model's forward round came out slower than its training round (81 us against
+        # 76 us once in CI; 2,795 us against 386 us beside another test worker).
+        assert record["us_per_example_fwd"] > 0
+        assert record["us_per_example_fwd"] != pytest.approx(record["us_per_example_train"],
+                                                             rel=1e-9)
         assert record["flops_per_item"] == flops_per_item(params)
         assert record["host_rss_peak_bytes"] > 0
         assert "mem_alloc_peak_bytes" not in record  # no CUDA probe on the CPU
