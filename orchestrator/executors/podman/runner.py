@@ -49,6 +49,14 @@ class PodmanUnavailable(Exception):
     """Podman is not installed here, or a step of it failed or did not answer."""
 
 
+class PodmanSlow(PodmanUnavailable):
+    """A podman step that did not end within its bound (the cell's wait: its timeout)."""
+
+
+class PodmanRefused(PodmanUnavailable):
+    """A podman step that ended with an error of its own (an image it does not hold...)."""
+
+
 def _podman(*args: str, timeout: float = STEP_TIMEOUT_S) -> str:
     """Run one podman command; its stdout, or PodmanUnavailable with podman's first line."""
     binary = shutil.which("podman")
@@ -58,10 +66,10 @@ def _podman(*args: str, timeout: float = STEP_TIMEOUT_S) -> str:
         done = subprocess.run([binary, *args], capture_output=True, text=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise PodmanUnavailable(f"podman {args[0]} did not answer in {timeout:.0f} s") from None
+        raise PodmanSlow(f"podman {args[0]} did not answer in {timeout:.0f} s") from None
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise PodmanUnavailable(f"podman {args[0]} failed: {why[:200]}")
+        raise PodmanRefused(f"podman {args[0]} failed: {why[:200]}")
     return done.stdout
 
 
@@ -139,9 +147,7 @@ def _wait(container: str, timeout_s: float) -> tuple[bool, int | None]:
     """(timed out, exit status as a process's); killed at the timeout."""
     try:
         out = _podman("wait", container, timeout=timeout_s)
-    except PodmanUnavailable as exc:
-        if "did not answer" not in str(exc):
-            raise
+    except PodmanSlow:
         with contextlib.suppress(PodmanUnavailable):
             _podman("kill", container, timeout=KILL_GRACE_S)
             _podman("wait", container, timeout=KILL_GRACE_S)
@@ -189,9 +195,7 @@ def _image_here(image: ImageRef) -> str:
 def _exists(reference: str) -> bool:
     try:
         _podman("image", "exists", reference)
-    except PodmanUnavailable as exc:
-        if "not installed" in str(exc) or "did not answer" in str(exc):
-            raise
+    except PodmanRefused:  # it answered: not here (missing podman, or none that answers, raise)
         return False
     return True
 
