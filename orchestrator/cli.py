@@ -260,7 +260,7 @@ def schema() -> None:
     """Print the JSON Schema of the matrix file (for editors)."""
     import json
 
-    from orchestrator.spec.load import json_schema
+    from orchestrator.spec.json_schema import json_schema
     typer.echo(json.dumps(json_schema(), indent=2))
 
 

@@ -9,8 +9,10 @@ import json
 
 import pytest
 
-from orchestrator.executors.outcome import FAILURE_STATUS
+from orchestrator.executors.outcome import FAILURE_STATUS, cell_file_content
 from orchestrator.plan.cells import Cell
+from orchestrator.providers.slurm.settings import SlurmSettings
+from orchestrator.spec.model import Hardware
 from orchestrator.worker.cell_file import (
     CELL_FILE_VERSION,
     CellFile,
@@ -40,9 +42,24 @@ def test_every_field_of_the_drivers_cell_reaches_the_worker_typed():
     assert isinstance(read.params["steps"], int) and read.params["fault"] == "none"
 
 
+def test_a_kinds_own_settings_reach_the_worker_as_their_block():
+    """A Slurm entry's keys, written flat in the matrix, travel as its kind's block: the
+    fields its provider's model declares, every one, and nothing of another kind's."""
+    hardware = Hardware.model_validate({"name": "big", "kind": "slurm", "partition": "debug",
+                                        "mem_gb": 16.5, "qos": "high", "gpus": 1})
+    cell = make_cell_model("sleep", {}, epochs=1).model_copy(update={"hardware": hardware})
+    read = CellFile.from_dict(json.loads(json.dumps(cell_file_content(cell))))
+    assert isinstance(hardware.settings, SlurmSettings)
+    assert read.hardware.settings == hardware.settings.model_dump()
+    assert set(read.hardware.settings) == set(SlurmSettings.model_fields)
+    assert (read.hardware.settings["partition"], read.hardware.settings["mem_gb"],
+            read.hardware.gpus) == ("debug", 16.5, 1)
+
+
 def test_a_cell_file_of_another_version_is_refused_in_one_line():
     raw = {**make_cell("sleep", {}, 1), "version": CELL_FILE_VERSION + 1}
-    with pytest.raises(CellFileError, match="cell file version 2: this worker reads version 1"):
+    with pytest.raises(CellFileError, match=f"cell file version {CELL_FILE_VERSION + 1}: this "
+                                            f"worker reads version {CELL_FILE_VERSION}"):
         CellFile.from_dict(raw)
     missing = make_cell("sleep", {}, 1)
     del missing["params"]

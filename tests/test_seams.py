@@ -7,6 +7,8 @@ and log in to their registries."""
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import subprocess
 import sys
@@ -49,12 +51,14 @@ def plugins(tmp_path_factory) -> dict[str, str]:
     target = root / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
                     "--no-index", "--target", str(target), str(build_wheel(root))], check=True)
-    return {"PYTHONPATH": str(target)}
+    # before this process's own path, if it has one (a work tree beside the installed one)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(target),
+                                                        os.environ.get("PYTHONPATH")]))}
 
 
 MATRIX = """
 name: seams
-hardware: [{name: pool-small, kind: pool, instance_type: small}]
+hardware: [{name: pool-small, kind: pool, instance_type: small, rack: r7, ticket: T-12}]
 stacks: [{name: low-priority, executor: niced}]
 workloads: [{name: sleep, params: {seconds: 0.1, steps: [1, 2]}}]
 """
@@ -95,7 +99,7 @@ def test_plugins_reach_the_workers_of_the_embedded_ray(plugins, matrix_file, tmp
 @pytest.mark.slow
 def test_a_plugin_executor_reaches_a_slurm_task(plugins, slurm, matrix_file, tmp_path):
     matrix = matrix_file(MATRIX.replace(
-        "{name: pool-small, kind: pool, instance_type: small}",
+        "{name: pool-small, kind: pool, instance_type: small, rack: r7, ticket: T-12}",
         "{name: node, kind: slurm, partition: debug, cpus: 1}") + "slurm: {poll_s: 0.5}\n")
     done = run_cli("run", str(matrix), "-o", str(tmp_path / "run"), "--db", "none",
                    cwd=tmp_path, env=plugins, timeout=600)
@@ -104,12 +108,47 @@ def test_a_plugin_executor_reaches_a_slurm_task(plugins, slurm, matrix_file, tmp
 
 
 def test_without_the_package_its_executor_is_one_located_line(matrix_file, tmp_path):
-    local = MATRIX.replace("kind: pool, instance_type: small", "kind: local")
+    local = MATRIX.replace("kind: pool, instance_type: small, rack: r7, ticket: T-12",
+                           "kind: local")
     result = run_cli("validate", str(matrix_file(local)), cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: {tmp_path / 'm.yaml'}:3: stacks[0].executor: unknown executor 'niced' "
         "(registered: docker, podman, process)")
+
+
+IDS = """
+import json, sys
+from orchestrator.plan.cells import expand
+from orchestrator.spec.load import load_spec
+print(json.dumps([sorted(c.config_id for c in expand(load_spec(p))) for p in sys.argv[1:]]))
+"""
+
+
+def test_a_plugin_kinds_own_keys_are_its_schema(plugins, matrix_file, tmp_path):
+    """The pool's keys, written flat on its entry, are its own model's: judged by its
+    provider, in identity as it declares (the rack; not the booking ticket), another kind's
+    key on a local entry, and offered by `matrix schema` on the pool's entries only."""
+    matrices = [matrix_file(MATRIX.replace("T-12", ticket).replace("r7", rack), f"{i}.yaml")
+                for i, (rack, ticket) in enumerate([("r7", "T-12"), ("r7", "T-99"),
+                                                    ("r1", "T-12")])]
+    env = {**os.environ, **plugins}
+    done = subprocess.run([sys.executable, "-c", IDS, *map(str, matrices)], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    booked, rebooked, moved = json.loads(done.stdout)
+    assert booked == rebooked and not set(booked) & set(moved)
+    bad = run_cli("validate", str(matrix_file(MATRIX.replace("r7", "r9"))), cwd=tmp_path,
+                  env=plugins)
+    assert bad.returncode == 2 and "the pool has racks r1, r7, not 'r9'" in bad.stderr
+    local = MATRIX.replace("kind: pool, instance_type: small", "kind: local")
+    bad = run_cli("validate", str(matrix_file(local)), cwd=tmp_path, env=plugins)
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().endswith("hardware[0].rack: rack applies to kind pool only")
+    schema = json.loads(run_cli("schema", cwd=tmp_path, env=plugins).stdout)
+    entries = {e["properties"]["kind"]["const"]: e for e in schema["$defs"]["Hardware"]["oneOf"]}
+    assert {"rack", "ticket"} <= set(entries["pool"]["properties"])
+    assert not {"rack", "ticket"} & set(entries["local"]["properties"])
 
 
 class LabProvider(BaseProvider):

@@ -6,7 +6,8 @@ import pytest
 
 from orchestrator.errors import SpecError
 from orchestrator.images.stack_image import image_problems
-from orchestrator.spec.load import json_schema, load_spec
+from orchestrator.spec.json_schema import json_schema
+from orchestrator.spec.load import load_spec
 from tests.conftest import run_cli
 
 GOOD = """
@@ -213,7 +214,29 @@ def test_a_missing_wheelhouse_is_a_spec_error(matrix_file):
 def test_json_schema_describes_the_file():
     schema = json_schema()
     assert set(schema["required"]) == {"name", "hardware", "stacks", "workloads"}
-    assert schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] == ["local", "ec2", "slurm"]
+    entries = {e["properties"]["kind"]["const"]: e for e in schema["$defs"]["Hardware"]["oneOf"]}
+    assert list(entries) == ["local", "ec2", "slurm"]
+    # each kind's entry: the shared keys and its own, flat, and none of another kind's
+    shared = {"name", "kind", "instance_type", "gpus", "gpu_model", "price_per_hour"}
+    assert set(entries["local"]["properties"]) == shared
+    assert set(entries["ec2"]["properties"]) == shared | {"spot"}
+    assert set(entries["slurm"]["properties"]) == shared | {
+        "partition", "cpus", "mem_gb", "time_limit", "account", "qos", "constraint"}
+    assert all(e["additionalProperties"] is False for e in entries.values())
+
+
+def test_the_json_schema_accepts_what_the_loader_does_and_refuses_another_kinds_key():
+    import jsonschema  # Ray's dependency, so always here
+    schema = json_schema()
+    good = {"name": "m", "stacks": [{"name": "env", "executor": "process"}],
+            "workloads": [{"name": "sleep"}],
+            "hardware": [{"name": "a", "kind": "slurm", "partition": "p", "mem_gb": 4},
+                         {"name": "b", "kind": "ec2", "instance_type": "p3.2xlarge",
+                          "spot": True}, {"name": "c", "kind": "local"}]}
+    jsonschema.validate(good, schema)
+    bad = {**good, "hardware": [{"name": "c", "kind": "local", "partition": "p"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
 
 
 def test_exponent_floats_are_numbers(matrix_file):

@@ -9,7 +9,12 @@ unless the meaning moves:
 - The fields the hardware and stack models hashed when identities were pinned (PINNED)
   stay hashed in full, defaults included. A field added since enters the hash only when set
   to something other than its default, so adding one moves no id.
-- Settings that do not change what a cell measures (NOT_IDENTITY: prices, say) never enter.
+- A hardware entry's kind settings (Slurm's partition, EC2's spot: spec/model.py
+  KindSettings) are hashed as flat fields beside the shared ones, as they were when they
+  were the entry's own, under the same rule; `spot: false` is hashed for every kind, as it
+  was pinned.
+- Settings that do not change what a cell measures (NOT_IDENTITY: prices, say, and a kind's
+  own `KindSettings.NOT_IDENTITY`) never enter.
 - A workload parameter enters in full, unless its declaration says `in_identity:
   when_not_default` (a parameter added to a workload that already has results).
 
@@ -40,13 +45,12 @@ from orchestrator.workload_registry import Scalar, load_workload
 ID_LENGTH = 16
 
 PINNED: dict[type[BaseModel], frozenset[str]] = {
-    Hardware: frozenset({"name", "kind", "instance_type", "gpus", "spot"}),
+    Hardware: frozenset({"name", "kind", "instance_type", "gpus"}),  # and spot (below)
     Stack: frozenset({"name", "executor", "framework", "framework_version", "cuda", "cudnn",
                       "python", "base_image"}),
 }
 NOT_IDENTITY: dict[type[BaseModel], frozenset[str]] = {
-    # what a Slurm job is allowed or billed to, not what it runs on
-    Hardware: frozenset({"price_per_hour", "time_limit", "account", "qos"}),
+    Hardware: frozenset({"price_per_hour", "settings"}),  # settings: flattened, below
     Stack: frozenset({"index_url"}),  # where its packages come from: the lock pins them
 }
 
@@ -60,10 +64,23 @@ def content_hash(content: object) -> str:
 def model_identity(model: BaseModel) -> dict[str, Any]:
     """The fields of a hardware or stack entry that its cells' identity hashes."""
     kind = next(k for k in PINNED if isinstance(model, k))
+    fields = _hashed(model, PINNED[kind], NOT_IDENTITY[kind])
+    if isinstance(model, Hardware):
+        settings = model.settings
+        # spot was a field of every entry when ids were pinned, hashed even when false
+        return {"spot": False, **fields,
+                **_hashed(settings, frozenset({"spot"}), type(settings).NOT_IDENTITY)}
+    return fields
+
+
+def _hashed(model: BaseModel, pinned: frozenset[str], not_identity: frozenset[str]
+            ) -> dict[str, Any]:
+    """`model`'s fields outside `not_identity`: the `pinned` ones always, the rest when set
+    to other than their default."""
     fields = type(model).model_fields
     return {name: value for name, value in model.model_dump().items()
-            if name not in NOT_IDENTITY[kind]
-            and (name in PINNED[kind] or value != fields[name].get_default(
+            if name not in not_identity
+            and (name in pinned or value != fields[name].get_default(
                 call_default_factory=True))}
 
 

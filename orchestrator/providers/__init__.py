@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MatrixError
 from orchestrator.plugins import PROVIDERS, load_plugins
+from orchestrator.spec.model import KindSettings, use_kind_catalogue
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -203,7 +204,9 @@ class ProviderKind:
     name: str
     hardware_kinds: tuple[str, ...]
     load: Callable[[], Provider]
-    hardware_fields: tuple[str, ...] = ()  # the hardware fields only its kinds may set
+    # the keys only its kinds' entries take, as a model (spec/model.py: KindSettings); light:
+    # validating a matrix imports it, never the provider's SDK
+    settings: type[KindSettings] = KindSettings
 
 
 class UnknownProvider(MatrixError):
@@ -246,19 +249,19 @@ def registered_for(hardware_kind: str) -> ProviderKind:
     raise UnknownProvider(hardware_kind)
 
 
-def foreign_field(hardware: Hardware) -> tuple[str, str] | None:
-    """(field, why) for a field of another provider's kinds set on `hardware` (`partition`
-    on a local machine), or None."""
-    own = registered_for(hardware.kind)
-    defaults = type(hardware).model_fields
+def settings_of(hardware_kind: str) -> type[KindSettings] | None:
+    """The settings model of the provider that offers `hardware_kind`, or None."""
     for provider in _registry().values():
-        if provider is own:
-            continue
-        for name in provider.hardware_fields:
-            if getattr(hardware, name) != defaults[name].get_default():
-                kinds = " or ".join(provider.hardware_kinds)
-                return name, f"{name} applies to kind {kinds} only"
+        if hardware_kind in provider.hardware_kinds:
+            return provider.settings
     return None
+
+
+def setting_owners(key: str) -> list[str]:
+    """The hardware kinds whose settings take `key` (`partition`: slurm), for the line that
+    says a key was set on an entry of another kind."""
+    return [kind for provider in _registry().values() if key in provider.settings.model_fields
+            for kind in provider.hardware_kinds]
 
 
 def provider_for(hardware_kind: str) -> Provider:
@@ -309,9 +312,21 @@ def _builtin(module: str) -> Callable[[], Provider]:
     return load
 
 
+# the built-in kinds' settings: light models (pydantic only), declared by their providers
+from orchestrator.providers.aws.settings import Ec2Settings  # noqa: E402
+from orchestrator.providers.slurm.settings import SlurmSettings  # noqa: E402
+
+
+class _Catalogue:
+    """What the matrix schema asks of this registry (spec/model.py: KindCatalogue)."""
+
+    settings = staticmethod(settings_of)
+    owners = staticmethod(setting_owners)
+
+
+use_kind_catalogue(_Catalogue())
 register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
 register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider"),
-                               ("spot",)))  # instance_type is any provider's machine size
-register_provider(ProviderKind(
-    "slurm", ("slurm",), _builtin("orchestrator.providers.slurm.provider"),
-    ("partition", "cpus", "mem_gb", "time_limit", "account", "qos", "constraint")))
+                               Ec2Settings))
+register_provider(ProviderKind("slurm", ("slurm",),
+                               _builtin("orchestrator.providers.slurm.provider"), SlurmSettings))

@@ -4,8 +4,8 @@ registered, each provider's settings whole, pins and releases real, parameters k
 their workload, rules that match, and a grid within `max_cells`.
 
 `load_spec(path)` is the only way in; every problem becomes a SpecError naming the file,
-the line and the field, and saying what was expected. `json_schema()` is the schema for
-editors, with the registered names.
+the line and the field, and saying what was expected. The schema for editors is
+json_schema.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -23,7 +23,7 @@ from orchestrator.errors import SpecWarning, UnknownWorkloadError
 from orchestrator.executors import executor_names, needs_image
 from orchestrator.images.locks import lock_pins, normalise
 from orchestrator.plan.cells import Cell, check_grid, expand
-from orchestrator.providers import foreign_field, hardware_kinds, provider_for, providers
+from orchestrator.providers import hardware_kinds, provider_for, providers
 from orchestrator.spec.framework_builds import cuda_build_problem, release_problem
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
 from orchestrator.spec.model import (
@@ -52,16 +52,6 @@ from orchestrator.workload_registry import (
 
 if TYPE_CHECKING:
     from orchestrator.spec.release_index import ReleaseIndex
-
-
-def json_schema() -> dict[str, Any]:
-    """JSON Schema of the matrix file, for editors."""
-    schema = MatrixSpec.model_json_schema()
-    schema["title"] = "matrix-bench matrix file"
-    # the executors registered when the schema is made, for editors to offer
-    schema["$defs"]["Stack"]["properties"]["executor"]["anyOf"][0]["enum"] = executor_names()
-    schema["$defs"]["Hardware"]["properties"]["kind"]["enum"] = hardware_kinds()
-    return schema
 
 
 def load_spec(path: Path | str, releases: ReleaseIndex | None = None) -> MatrixSpec:
@@ -257,8 +247,6 @@ def _check_registered(spec: MatrixSpec, doc: LocatedYaml) -> None:
                             f"{hardware.kind!r} is not allowed: expected "
                             f"{' or '.join(repr(k) for k in kinds)} (the kinds the registered "
                             "providers offer)")
-        if foreign := foreign_field(hardware):
-            raise doc.error(("hardware", index, foreign[0]), foreign[1])
         if problem := provider_for(hardware.kind).hardware_problem(hardware):
             raise doc.error(("hardware", index), problem)
 

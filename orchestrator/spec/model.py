@@ -7,9 +7,17 @@ Models only: loading a file and checking it against the registries is load.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from orchestrator.results.records import Name as RecordName
 from orchestrator.spec.job import JobSpec
@@ -33,16 +41,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
+class KindSettings(_Strict):
+    """A hardware kind's own settings: the keys of a hardware entry that only its kind
+    takes (Slurm's partition, EC2's spot). The provider that offers the kind declares its
+    subclass (`ProviderKind.settings`); users write its keys flat on the entry, beside the
+    shared ones, and `Hardware` gathers them here. A kind with none has this empty one."""
+
+    # what a task is allowed or billed to, not what it runs on: never in a cell's identity
+    # (plan/identity.py); every other setting enters it once set to other than its default
+    NOT_IDENTITY: ClassVar[frozenset[str]] = frozenset()
+
+
 class Hardware(_Strict):
     """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>.
-    Its `kind` names the provider that offers it (providers/__init__.py), which judges the
-    rest of the entry."""
+    Its `kind` names the provider that offers it (providers/__init__.py), whose settings
+    model takes the entry's other keys into `settings`; the provider judges the rest."""
 
     name: Name
     kind: Name  # a kind a registered provider offers: local, ec2, slurm
-    instance_type: str | None = None  # EC2 instance type, required for kind ec2
+    instance_type: str | None = None  # a machine size: EC2's instance type, required there
     gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
-    spot: bool = False  # EC2 spot capacity
     # the GPU as its driver names it ("NVIDIA H100 80GB HBM3"), for hardware no catalogue
     # knows (a Slurm partition, a machine): what a stack's CUDA must drive. An EC2 entry's is
     # its instance type's. In identity only when set.
@@ -50,15 +68,82 @@ class Hardware(_Strict):
     # What an hour of this hardware costs where no provider prices it (a cluster that
     # charges back, a machine's amortised cost); it overrides a provider's price.
     price_per_hour: float | None = Field(default=None, ge=0)
-    # kind slurm (docs/slurm.md): the partition is required; the rest default to what the
-    # partition gives. mem_gb is what the job asks Slurm for; time_limit is Slurm's format.
-    partition: Name | None = None
-    cpus: int | None = Field(default=None, ge=1)
-    mem_gb: float | None = Field(default=None, gt=0, le=2**20)
-    time_limit: str | None = None  # minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS
-    account: Name | None = None
-    qos: Name | None = None
-    constraint: str | None = Field(default=None, min_length=1, max_length=200)
+    # the kind's own keys, as its provider's model (SerializeAsAny: dumped as that model)
+    settings: SerializeAsAny[KindSettings] = Field(default_factory=KindSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_settings(cls, data: Any) -> Any:
+        return gather_settings(cls, data)
+
+    @classmethod
+    def entry_keys(cls, kind: object) -> list[str]:
+        """The keys an entry of `kind` may have: the shared ones and its kind's settings."""
+        own = settings_model(kind) if isinstance(kind, str) else None
+        return [k for k in cls.model_fields if k != "settings"] + \
+            list(own.model_fields if own else ())
+
+
+class KindCatalogue(Protocol):
+    """Which provider's settings model a hardware kind has: the providers' registry
+    (providers/__init__.py), installed when it is imported, so the schema asks it without
+    importing it (the registry reads the schema's models, not the other way round)."""
+
+    def settings(self, kind: str) -> type[KindSettings] | None:
+        """The settings model of `kind`, or None: no provider offers it."""
+        ...
+
+    def owners(self, key: str) -> list[str]:
+        """The kinds whose settings take `key`."""
+        ...
+
+
+_CATALOGUE: list[KindCatalogue] = []
+
+
+def use_kind_catalogue(catalogue: KindCatalogue) -> None:
+    _CATALOGUE[:] = [catalogue]
+
+
+def settings_model(kind: str) -> type[KindSettings] | None:
+    """The settings model of the provider offering hardware `kind`, or None: no provider
+    offers it (the loader says so, at `kind`) or none is registered in this process."""
+    return _CATALOGUE[0].settings(kind) if _CATALOGUE else None
+
+
+def gather_settings(model: type[Hardware], data: Any) -> Any:
+    """A hardware entry as written (flat keys) with its kind's keys gathered into
+    `settings` as the kind's model. A key of another kind is one located error ("partition
+    applies to kind slurm only"); an unknown key is left for pydantic to refuse; a kind no
+    provider offers drops the other kinds' keys, for the loader to refuse the kind itself."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+        return data
+    shared = set(model.model_fields) - {"settings"}
+    if not _CATALOGUE and set(data) - shared:
+        raise RuntimeError("a hardware entry's own keys are read by the providers' registry, "
+                           "which this process has not imported (import orchestrator.providers)")
+    own = settings_model(data["kind"])
+    given = data.get("settings", {})
+    if own is not None and isinstance(given, own):
+        return data
+    values = dict(given) if isinstance(given, dict) else {}
+    entry, foreign = {}, []
+    for key, value in data.items():
+        if key in shared or key == "settings":
+            entry[key] = value
+        elif own is not None and key in own.model_fields:
+            values[key] = value
+        elif owners := _CATALOGUE[0].owners(key):
+            foreign.append(InitErrorDetails(type=PydanticCustomError(
+                "foreign_setting", "{key} applies to kind {kinds} only",
+                {"key": key, "kinds": " or ".join(owners)}), loc=(key,), input=value))
+        else:
+            entry[key] = value  # a typo: pydantic names it, with the keys allowed
+    if foreign and own is not None:
+        raise ValidationError.from_exception_data(model.__name__, foreign)
+    if own is None:
+        return {k: v for k, v in entry.items() if k != "settings"}
+    return {**entry, "settings": own.model_validate(values)}
 
 
 class Stack(_Strict):

@@ -28,7 +28,7 @@ def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel])
     err = next((e for e in group if e["type"] == "finite_number"), group[0])
     kind, given, ctx = err["type"], err.get("input"), err.get("ctx", {})
     if kind == "extra_forbidden":
-        allowed = _allowed_keys(model, loc)
+        allowed = _allowed_keys(model, loc, doc.data)
         return doc.error(loc, f"unknown key (expected one of: {allowed})")
     if kind == "missing":
         return doc.error(loc, "required field is missing")
@@ -53,6 +53,8 @@ def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel])
     if expected:
         return doc.error(loc, f"expected {_one_of(expected)}, got {_described(given)}"
                               f"{_quoting_hint(expected, given)}")
+    if kind == "foreign_setting":  # another kind's key (spec/model.py gather_settings)
+        return doc.error(loc, err["msg"])
     message = err["msg"].removeprefix("Value error, ")
     suffix = f", got {given!r}" if not isinstance(given, dict | list) and given is not None else ""
     return doc.error(loc, f"{message}{suffix}")
@@ -131,13 +133,19 @@ def _is_pydantic_tag(part: str | int) -> bool:
         "str", "int", "float", "bool") or part[:1].isupper())
 
 
-def _allowed_keys(model: type[BaseModel], loc: PathKey) -> str:
-    parent = model
+def _allowed_keys(model: type[BaseModel], loc: PathKey, data: object) -> str:
+    """The keys the mapping at `loc[:-1]` may have: its model's fields, or, for a model
+    whose keys depend on the entry (a hardware entry: its kind's settings), what it says."""
+    parent, entry = model, data
     for part in loc[:-1]:
+        entry = entry[part] if isinstance(entry, dict | list) else None  # type: ignore[index]
         if isinstance(part, int):
             continue
         annotation = parent.model_fields[part].annotation
         members = getattr(annotation, "__args__", (annotation,))  # list[X], X | None, int | X
         parent = next((m for m in members if isinstance(m, type) and issubclass(m, BaseModel)),
                       parent)
+    entry_keys = getattr(parent, "entry_keys", None)
+    if entry_keys is not None and isinstance(entry, dict):
+        return ", ".join(entry_keys(entry.get("kind")))
     return ", ".join(parent.model_fields)

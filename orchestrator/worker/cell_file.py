@@ -12,15 +12,16 @@ of misreading it. Stdlib only: the worker imports this for every cell.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
 from orchestrator.worker.workload_code import workload_package
 
-CELL_FILE_VERSION = 1
+CELL_FILE_VERSION = 2
 # Version history: 1, the first typed one (the same fields as the untyped file before it,
-# plus `version` and `param_types`).
+# plus `version` and `param_types`); 2, a hardware entry's kind-specific keys (Slurm's
+# partition, EC2's spot) in its `settings` block, as its provider's model declares them.
 
 Scalar = bool | int | float | str
 _CONVERT = {"int": int, "float": float, "bool": bool, "str": str}
@@ -42,20 +43,17 @@ class CellFileError(ValueError):
 
 @dataclass(frozen=True)
 class CellHardware:
+    """The fields every hardware kind shares, and its kind's own block: the settings its
+    provider declares (spec/model.py KindSettings), as that model dumps them (kind slurm:
+    partition, cpus, mem_gb...; kind ec2: spot). No workload needs them: provenance."""
+
     name: str
     kind: str
     gpus: int  # GPUs the cell uses (0: CPU only)
     instance_type: str | None = None
-    spot: bool = False
     gpu_model: str | None = None  # as the matrix names it, for hardware no catalogue knows
     price_per_hour: float | None = None
-    partition: str | None = None  # kind slurm: what the job asked Slurm for
-    cpus: int | None = None
-    mem_gb: float | None = None
-    time_limit: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

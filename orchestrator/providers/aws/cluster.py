@@ -30,6 +30,7 @@ from orchestrator.providers.aws.cleanup import remove_run
 from orchestrator.providers.aws.network import NAME_PREFIX, ensure_security_group, group_name
 from orchestrator.providers.aws.quotas import QuotaError, check_quotas, vcpus_needed
 from orchestrator.providers.aws.ray_cluster import SSH_USER, cluster_config, node_setup, validated
+from orchestrator.providers.aws.settings import ec2_settings
 from orchestrator.spec.model import MatrixSpec
 
 DASHBOARD_PORT = 8265
@@ -80,7 +81,7 @@ def check_launch_quotas(spec: MatrixSpec, service_quotas: Any,
     """QuotaError when the account cannot run what the plan may run at once; a warning when
     Service Quotas cannot be asked (no permission, no such API), as EC2 will refuse anyway."""
     assert spec.aws is not None
-    nodes = [(str(h.instance_type), h.spot, spec.aws.max_workers)
+    nodes = [(str(h.instance_type), ec2_settings(h).spot, spec.aws.max_workers)
              for h in spec.hardware if h.kind == "ec2"]
     nodes.append((spec.aws.head_instance_type, False, 1))
     try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.hardware import EC2_INSTANCE_TYPES
 from orchestrator.providers import Price
 from orchestrator.providers.aws.pricing import PriceBook
+from orchestrator.providers.aws.settings import ec2_settings
 
 if TYPE_CHECKING:
     from orchestrator.spec.model import Hardware, MatrixSpec
@@ -29,7 +30,8 @@ def hardware_prices(spec: MatrixSpec, ec2: list[Hardware], book: PriceBook | Non
     clients = price_clients(spec.aws.region)
     prices = {}
     for hardware in ec2:
-        price = book.price(str(hardware.instance_type), spec.aws.region, hardware.spot, clients)
+        spot = ec2_settings(hardware).spot
+        price = book.price(str(hardware.instance_type), spec.aws.region, spot, clients)
         if price is not None:
             prices[hardware.name] = replace(price, share=_share(hardware))
     for failure in book.failures:

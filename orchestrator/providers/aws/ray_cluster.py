@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.errors import MatrixError
 from orchestrator.hardware import EC2_INSTANCE_TYPES
 from orchestrator.providers.aws.network import RUN_TAG
+from orchestrator.providers.aws.settings import ec2_settings
 from orchestrator.spec.model import Aws, Hardware, MatrixSpec
 
 HEAD_TYPE = "head"
@@ -53,7 +54,7 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
     for hardware in ec2:
         instance = EC2_INSTANCE_TYPES[str(hardware.instance_type)]
         node_types[node_type_name(hardware)] = {
-            "node_config": node_config(instance.name, spot=hardware.spot),
+            "node_config": node_config(instance.name, spot=ec2_settings(hardware).spot),
             "resources": {f"hw:{hardware.name}": 1, "CPU": instance.vcpus,
                           "GPU": hardware.gpus},
             "min_workers": 0, "max_workers": aws.max_workers,

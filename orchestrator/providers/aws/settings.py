@@ -1,6 +1,7 @@
-"""The `aws:` section of a matrix file, judged before anything reaches AWS: a real region,
-an AMI id, an SSH source that is not the internet at large, an S3 URI. The matrix loader
-(spec/load.py) turns a problem into one located line."""
+"""What a matrix says to AWS: a `kind: ec2` hardware entry's own keys (`Ec2Settings`, which
+the core gathers from the entry's flat keys), and the `aws:` section, judged before anything
+reaches AWS: a real region, an AMI id, an SSH source that is not the internet at large, an
+S3 URI. The matrix loader (spec/load.py) turns a problem into one located line."""
 
 from __future__ import annotations
 
@@ -9,9 +10,24 @@ from typing import TYPE_CHECKING
 
 from orchestrator.hardware import region_problem
 from orchestrator.providers.aws.network import ssh_cidr_problem
+from orchestrator.spec.model import KindSettings
 
 if TYPE_CHECKING:
     from orchestrator.spec.model import Aws
+
+
+class Ec2Settings(KindSettings):
+    """An EC2 entry's own keys beside its instance type (a machine size any kind may have)."""
+
+    spot: bool = False  # spot capacity: cheaper, and may be interrupted
+
+
+def ec2_settings(hardware: object) -> Ec2Settings:
+    """A `kind: ec2` entry's settings, typed (the provider is only asked of its kind)."""
+    settings = getattr(hardware, "settings", None)
+    if not isinstance(settings, Ec2Settings):
+        raise TypeError(f"{getattr(hardware, 'name', hardware)!r} is not a kind ec2 entry")
+    return settings
 
 
 def aws_setting_problem(aws: Aws) -> tuple[str, str] | None:

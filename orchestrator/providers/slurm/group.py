@@ -36,6 +36,7 @@ from orchestrator.providers.slurm.jobs import (
     task_script,
 )
 from orchestrator.providers.slurm.outcomes import TaskState, ended_status, task_states
+from orchestrator.providers.slurm.settings import slurm_settings
 from orchestrator.results.records import (
     CellRecord,
     Record,
@@ -179,8 +180,9 @@ class SlurmGroup:
                                    [str(submission.folder / "manifest.json")])
         for index, cell in enumerate(cells):
             self._follow_task(cell, submission, index, array_id, attempt)
+        partition = slurm_settings(hardware).partition
         self.launch.say(f"slurm: job array {array_id}: {len(cells)} cell(s) of "
-                        f"{hardware.name} on partition {hardware.partition}, at most "
+                        f"{hardware.name} on partition {partition}, at most "
                         f"{self.settings.max_parallel} at once")
 
     def _follow_task(self, cell: Cell, submission: Submission, index: int, array_id: str,

@@ -24,6 +24,7 @@ from orchestrator.executors.environment import worker_environment
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
+from orchestrator.providers.slurm.settings import slurm_settings
 from orchestrator.spec.model import Hardware
 
 NAME_PREFIX = "matrix-bench-"
@@ -132,10 +133,11 @@ def task_script(run_dir: Path, python: str | None) -> Path:
 def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
                    tasks: list[int], max_parallel: int) -> list[str]:
     """sbatch's options for the array of `tasks` (indices into the submission's cells)."""
+    asks = slurm_settings(hardware)
     options = [f"--job-name={job_name(run_dir)}",
                f"--comment={comment(run_dir, submission.submission)}",
                f"--array={_ranges(tasks)}%{max_parallel}",
-               f"--partition={hardware.partition}",
+               f"--partition={asks.partition}",
                f"--output={submission.folder / 'task-%a.log'}",
                f"--chdir={run_dir.resolve()}",
                "--ntasks=1", "--nodes=1",
@@ -145,12 +147,12 @@ def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
                f"--export={','.join(exported_names())}"]
     if hardware.gpus:
         options.append(f"--gres=gpu:{hardware.gpus}")
-    if hardware.cpus:
-        options.append(f"--cpus-per-task={hardware.cpus}")
-    if hardware.mem_gb:
-        options.append(f"--mem={math.ceil(hardware.mem_gb * 1024)}M")
-    for name, value in (("time", hardware.time_limit), ("account", hardware.account),
-                        ("qos", hardware.qos), ("constraint", hardware.constraint)):
+    if asks.cpus:
+        options.append(f"--cpus-per-task={asks.cpus}")
+    if asks.mem_gb:
+        options.append(f"--mem={math.ceil(asks.mem_gb * 1024)}M")
+    for name, value in (("time", asks.time_limit), ("account", asks.account),
+                        ("qos", asks.qos), ("constraint", asks.constraint)):
         if value:
             options.append(f"--{name}={value}")
     return options

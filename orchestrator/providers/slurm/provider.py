@@ -19,6 +19,7 @@ from orchestrator.executors import needs_image
 from orchestrator.providers import BaseProvider, CellGroup, Launch, Say
 from orchestrator.providers.slurm import commands
 from orchestrator.providers.slurm.jobs import NAME_PREFIX, time_limit_s
+from orchestrator.providers.slurm.settings import slurm_settings
 
 if TYPE_CHECKING:
     from orchestrator.hardware import LocalMachine
@@ -34,10 +35,11 @@ class SlurmProvider(BaseProvider):
     launches = True
 
     def hardware_problem(self, hardware: Hardware) -> str | None:
-        if not hardware.partition:
+        asks = slurm_settings(hardware)
+        if not asks.partition:
             return "kind slurm needs a partition (e.g. partition: gpu)"
-        if hardware.time_limit is not None and time_limit_s(hardware.time_limit) is None:
-            return (f"time_limit {hardware.time_limit!r} is not a Slurm time limit: minutes, "
+        if asks.time_limit is not None and time_limit_s(asks.time_limit) is None:
+            return (f"time_limit {asks.time_limit!r} is not a Slurm time limit: minutes, "
                     "MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. \"02:00:00\")")
         return None
 
@@ -53,12 +55,13 @@ class SlurmProvider(BaseProvider):
         lines = []
         for hardware in {c.hardware.name: c.hardware for c in cells}.values():
             tasks = sum(c.hardware.name == hardware.name for c in cells)
-            limit = time_limit_s(hardware.time_limit) if hardware.time_limit else None
+            settings = slurm_settings(hardware)
+            limit = time_limit_s(settings.time_limit) if settings.time_limit else None
             asks = ", ".join(filter(None, [
                 f"{hardware.gpus} GPU(s)" if hardware.gpus else "",
-                f"{hardware.cpus} CPU(s)" if hardware.cpus else "",
-                f"{hardware.mem_gb:g} GB" if hardware.mem_gb else ""])) or "the defaults"
-            line = (f"slurm {hardware.name}: partition {hardware.partition}, {tasks} task(s) "
+                f"{settings.cpus} CPU(s)" if settings.cpus else "",
+                f"{settings.mem_gb:g} GB" if settings.mem_gb else ""])) or "the defaults"
+            line = (f"slurm {hardware.name}: partition {settings.partition}, {tasks} task(s) "
                     f"of {asks}, ")
             if limit is None:
                 line += "each up to the partition's time limit"
@@ -85,16 +88,17 @@ class SlurmProvider(BaseProvider):
             raise commands.SlurmError("slurm.outcomes is sacct, but this cluster keeps no "
                                       "accounting (AccountingStorageType): use auto")
         for hardware in {c.hardware.name: c.hardware for c in cells}.values():
-            assert hardware.partition is not None
-            partition = commands.partition(hardware.partition)
+            name = slurm_settings(hardware).partition
+            assert name is not None  # hardware_problem refused an entry without one
+            partition = commands.partition(name)
             if partition is None:
                 raise commands.SlurmError(f"hardware {hardware.name}: Slurm has no partition "
-                                          f"{hardware.partition!r} (sinfo)")
+                                          f"{name!r} (sinfo)")
             if hardware.gpus > partition.gpus:
                 offers = f"{partition.gpus} GPU(s) per node" if partition.gpus else "no GPU"
                 raise commands.SlurmError(
                     f"hardware {hardware.name}: gpus: {hardware.gpus}, but partition "
-                    f"{hardware.partition} offers {offers} (sinfo)")
+                    f"{name} offers {offers} (sinfo)")
             _check_node_size(hardware, partition)
             if not _all_here(partition.hosts):
                 _check_shared(run_dir, partition)
@@ -130,15 +134,16 @@ class SlurmProvider(BaseProvider):
 def _check_node_size(hardware: Hardware, partition: commands.Partition) -> None:
     """Refuse CPUs or memory no node of the partition has: such a job would wait PENDING
     until `queue_timeout_s` (hours), never to run."""
-    if hardware.cpus and partition.cpus and hardware.cpus > partition.cpus:
+    asks = slurm_settings(hardware)
+    if asks.cpus and partition.cpus and asks.cpus > partition.cpus:
         raise commands.SlurmError(
-            f"hardware {hardware.name}: cpus: {hardware.cpus}, but partition "
-            f"{hardware.partition} offers at most {partition.cpus} CPUs per node (sinfo)")
-    wanted_mb = math.ceil(hardware.mem_gb * 1024) if hardware.mem_gb else 0
+            f"hardware {hardware.name}: cpus: {asks.cpus}, but partition "
+            f"{asks.partition} offers at most {partition.cpus} CPUs per node (sinfo)")
+    wanted_mb = math.ceil(asks.mem_gb * 1024) if asks.mem_gb else 0
     if wanted_mb and partition.mem_mb and wanted_mb > partition.mem_mb:
         raise commands.SlurmError(
-            f"hardware {hardware.name}: mem_gb: {hardware.mem_gb:g}, but partition "
-            f"{hardware.partition} offers at most {partition.mem_mb / 1024:.3g} GB per node "
+            f"hardware {hardware.name}: mem_gb: {asks.mem_gb:g}, but partition "
+            f"{asks.partition} offers at most {partition.mem_mb / 1024:.3g} GB per node "
             "(sinfo)")
 
 

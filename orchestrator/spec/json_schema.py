@@ -1,0 +1,42 @@
+"""The matrix file's JSON Schema, for editors (`matrix schema`), composed from the registry:
+the executors and hardware kinds registered when it is made, and a hardware entry per kind
+with the shared keys and that kind's own (its provider's settings model, spec/model.py
+KindSettings), flat, as users write them. An entry of one kind offers none of another's."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from orchestrator.executors import executor_names
+from orchestrator.providers import hardware_kinds as registered_kinds
+from orchestrator.providers import registered_for
+from orchestrator.spec.model import MatrixSpec
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the matrix file (draft 2020-12, as pydantic writes it)."""
+    schema = MatrixSpec.model_json_schema()
+    schema["title"] = "matrix-bench matrix file"
+    defs = schema["$defs"]
+    defs["Stack"]["properties"]["executor"]["anyOf"][0]["enum"] = executor_names()
+    shared = defs.pop("Hardware")
+    defs.pop("KindSettings", None)
+    shared["properties"].pop("settings")
+    shared["properties"]["kind"]["enum"] = registered_kinds()
+    defs["Hardware"] = {"title": "Hardware", "description": shared["description"],
+                        "oneOf": [_entry_of_kind(shared, kind, defs)
+                                  for kind in registered_kinds()]}
+    return schema
+
+
+def _entry_of_kind(shared: dict[str, Any], kind: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """A hardware entry of `kind`: the shared keys with `kind` fixed, and the kind's own."""
+    settings = registered_for(kind).settings.model_json_schema()
+    defs.update(settings.pop("$defs", {}))
+    entry = copy.deepcopy(shared)
+    entry["title"] = f"Hardware of kind {kind}"
+    entry["properties"]["kind"] = {"const": kind}
+    entry["properties"].update(settings.get("properties", {}))
+    entry.pop("description", None)
+    return entry
