@@ -1,7 +1,9 @@
 """The workload registry: a workload is a folder with a `defaults.yaml` and a `workload.py`:
 a built-in one under `workloads/<name>/`, a user's folder anywhere that a matrix names
-(`path:`), registered when the matrix is loaded, or a package an installed distribution
-provides (workload_packages.py).
+(`path:`), read into that matrix's own workloads when it is loaded (workload_scope.py), or
+a package an installed distribution provides (workload_packages.py). Only the built-ins'
+and packages' declarations are kept per process (`load_workload`): they are the same for
+every matrix; a user's folder or command is known to the matrix that names it alone.
 
 `defaults.yaml` declares what the orchestrator must know without importing the workload's
 framework: its version, item unit, the parameters it accepts (type, default, allowed values),
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,9 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from orchestrator.code_identity import code_hash
 from orchestrator.errors import MatrixError, UnknownWorkloadError
-from orchestrator.results.columns import param_column
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
-from orchestrator.worker.workload_code import optional_module, workload_package
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
@@ -163,25 +162,12 @@ class WorkloadInfo(BaseModel):
         return dict(sorted(resolved.items()))
 
 
-def device_param_columns(workloads: Iterable[str]) -> tuple[str, ...]:
-    """`param.<name>` of each workload's device-count parameter (sets_devices); none for a
-    workload this process cannot load (a store's rows of a user's workload elsewhere)."""
-    names = set()
-    for workload in set(workloads):
-        try:
-            names.add(load_workload(workload).device_param)
-        except MatrixError:
-            continue
-    return tuple(sorted(param_column(name) for name in names if name))
-
-
 class WorkloadFolderError(MatrixError):
     """A folder a matrix names as a workload that is not one."""
 
 
-_FOLDERS: dict[str, Path] = {}  # workload name -> a user's folder, registered by the matrix
-_COMMANDS: dict[str, tuple[Path, ...]] = {}  # command workload -> its folder's code files
-_LOADED: dict[str, WorkloadInfo] = {}
+# the built-ins' and installed packages' declarations, read once: the same for every matrix
+_SHARED: dict[str, WorkloadInfo] = {}
 
 
 def available_workloads() -> list[str]:
@@ -193,11 +179,6 @@ def available_workloads() -> list[str]:
 def _built_ins() -> frozenset[str]:
     """The built-ins, looked up once per process: expansion asks for every cell."""
     return frozenset(p.parent.name for p in WORKLOADS_DIR.glob("*/defaults.yaml"))
-
-
-def workload_folder(name: str) -> Path | None:
-    """The user's folder registered for `name`, or None for a built-in workload."""
-    return _FOLDERS.get(name)
 
 
 def check_own_name(name: str) -> None:
@@ -213,36 +194,10 @@ def check_own_name(name: str) -> None:
                                   f"{package_workloads()[name].source}: give yours another name")
 
 
-def register_command_workload(info: WorkloadInfo, code: Iterable[Path] = ()) -> None:
-    """Make a command workload's declaration (command_workloads.py) known by its name, with
-    the code files of its folder (what images carry); WorkloadFolderError where the name is
-    not the user's to take."""
-    check_own_name(info.name)
-    _FOLDERS.pop(info.name, None)
-    _COMMANDS[info.name] = tuple(code)
-    _LOADED[info.name] = info
-
-
-def register_recorded_workload(info: WorkloadInfo) -> None:
-    """Make a run's recorded declaration of a user's workload known where its code is not
-    here (its folder moved, its package not installed): a report reads its item unit,
-    parameters and metrics; its FLOP model and views are code, and are left out."""
-    _LOADED[info.name] = info
-
-
-def is_command(name: str) -> bool:
-    """Whether workload `name` is a training script run as a command (no module to import)."""
-    return name in _COMMANDS
-
-
-def command_code(name: str) -> tuple[Path, ...]:
-    """The code files of command workload `name`'s folder, as its version hashed them."""
-    return _COMMANDS.get(name, ())
-
-
-def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
-    """Make the workload folder `folder` known as `name`; WorkloadFolderError (one line)
-    when the name shadows a built-in or the folder is no workload."""
+def folder_declaration(name: str, folder: Path) -> WorkloadInfo:
+    """The declaration of the workload folder `folder` named `name`, its version joined with
+    the hash of its code; WorkloadFolderError (one line) when the name shadows a built-in or
+    the folder is no workload."""
     check_own_name(name)
     if not folder.is_dir():
         raise WorkloadFolderError(f"{folder} is not a folder")
@@ -250,11 +205,7 @@ def register_workload_folder(name: str, folder: Path) -> WorkloadInfo:
         if not (folder / needed).is_file():
             raise WorkloadFolderError(f"{folder} is not a workload folder: it has no {needed}")
     info = _read_declaration(name, folder / "defaults.yaml", WorkloadFolderError)
-    info = with_code(info, folder_code_hash(folder))
-    _FOLDERS[name] = folder.resolve()
-    _COMMANDS.pop(name, None)
-    _LOADED[name] = info
-    return info
+    return with_code(info, folder_code_hash(folder))
 
 
 def folder_code(folder: Path) -> list[Path]:
@@ -277,65 +228,27 @@ def folder_code_hash(folder: Path) -> str:
     return code_hash(folder_code(folder), folder)
 
 
-def package_module(name: str) -> str | None:
-    """The importable package of workload `name` where an installed distribution provides
-    it (and no built-in or folder has the name), else None."""
-    if name in _FOLDERS or name in _built_ins():
-        return None
-    package = package_workloads().get(name)
-    return package.module if package else None
-
-
-def importable(name: str) -> str | None:
-    """The package to import workload `name`'s modules from (workload, flops, views); None
-    for a command workload, which has none, and for a name this process cannot load."""
-    folder = _FOLDERS.get(name)
-    package = package_module(name)
-    if folder is None and package is None and name not in _built_ins():
-        return None  # a command, or a store's row of a workload this process does not know
-    return workload_package(name, None if folder is None else str(folder), package)
-
-
-def configuration_problem(name: str, params: dict[str, Scalar],
-                          gpus: int) -> tuple[str, str] | None:
-    """(parameter, why) where workload `name`'s own `checks.py` refuses this configuration on
-    hardware of `gpus` GPUs, else None (and for a workload without one)."""
-    package = importable(name)
-    if package is None:
-        return None
-    module = optional_module(f"{package}.checks")
-    if module is None:
-        return None
-    found: tuple[str, str] | None = module.problem(params, gpus)
-    return found
-
-
-def workload_source(name: str) -> str:
-    """Where workload `name` comes from: built-in, path <folder> or package <dist>==<v>."""
-    if name in _FOLDERS:
-        return f"path {_FOLDERS[name]}"
-    if name in _COMMANDS:
-        return "command"
-    if package_module(name) is not None:
-        return package_workloads()[name].source
-    return "built-in"
+def is_built_in(name: str) -> bool:
+    """Whether `name` is a built-in workload (a folder under workloads/)."""
+    return name in _built_ins()
 
 
 def load_workload(name: str) -> WorkloadInfo:
-    """The declaration of workload `name`; UnknownWorkloadError when there is none,
-    WorkloadPackageError for an installed package's entry point that is no workload."""
-    if name in _LOADED:
-        return _LOADED[name]
+    """The declaration of built-in or installed package workload `name`; UnknownWorkloadError
+    when there is none, WorkloadPackageError for an installed package's entry point that is
+    no workload. A user's own workload is its matrix's (workload_scope.Workloads.load)."""
+    if name in _SHARED:
+        return _SHARED[name]
     path = WORKLOADS_DIR / name / "defaults.yaml"
     if name.isidentifier() and path.is_file():
         # a broken built-in defaults.yaml is the project's bug, not the user's
-        _LOADED[name] = _read_declaration(name, path, RuntimeError)
+        _SHARED[name] = _read_declaration(name, path, RuntimeError)
     elif name in package_workloads():
-        _LOADED[name] = _package_declaration(name)
+        _SHARED[name] = _package_declaration(name)
     else:
         known = ", ".join([*available_workloads(), *package_workloads()])
         raise UnknownWorkloadError(f"unknown workload {name!r} (known: {known})")
-    return _LOADED[name]
+    return _SHARED[name]
 
 
 def _package_declaration(name: str) -> WorkloadInfo:

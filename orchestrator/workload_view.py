@@ -13,42 +13,41 @@ from rich.table import Table
 from orchestrator.report.markdown import plain_text
 from orchestrator.worker.units import plural
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
-from orchestrator.workload_registry import (
-    ParamDecl,
-    available_workloads,
-    load_workload,
-    workload_source,
-)
+from orchestrator.workload_registry import ParamDecl, available_workloads
+from orchestrator.workload_scope import Workloads
 
 
 def show_workloads(console: Console, matrix: Path | None = None) -> None:
     """Two lines per workload, readable at 80 columns: its name, where it comes from, what
     it counts, its framework and presets; then what it is. With `matrix`, that matrix's own
-    workloads too (`path:` and `command:`, registered as it is loaded)."""
-    own = own_workloads(matrix)
+    workloads too (`path:` and `command:`, as it declares them)."""
+    workloads = matrix_workloads(matrix)
     console.print("workloads (`matrix workloads NAME` lists one's parameters)\n",
                   highlight=False)
     # a package's workload named like a built-in or a folder is hidden by it: list it once
-    for name in dict.fromkeys([*available_workloads(), *own, *package_workloads()]):
+    for name in dict.fromkeys([*available_workloads(), *workloads.declared,
+                               *package_workloads()]):
         try:
-            info = load_workload(name)
+            info = workloads.load(name)
         except WorkloadPackageError as exc:  # one broken package hides no other workload
             _entry(console, f"{name}  {package_workloads()[name].source}: cannot load", str(exc))
             continue
         chooser = next((p for p, decl in info.params.items() if decl.stack_framework), None)
         framework = info.framework or (f"by {chooser}" if chooser else "any framework")
         presets = f"; presets {', '.join(info.presets)}" if info.presets else ""
-        _entry(console, f"{name}  {workload_source(name)}; counts {plural(info.item_unit)}; "
+        _entry(console, f"{name}  {workloads.source(name)}; counts {plural(info.item_unit)}; "
                         f"{framework}{presets}", info.description)
 
 
-def own_workloads(matrix: Path | None) -> list[str]:
-    """The workloads `matrix` declares itself (`path:`, `command:`), registered; [] for none."""
+def matrix_workloads(matrix: Path | None) -> Workloads:
+    """The workloads `matrix` can name: its own (`path:`, `command:`) over the built-ins and
+    installed packages; those alone without a matrix."""
     if matrix is None:
-        return []
+        return Workloads()
     from orchestrator.spec.load import load_spec
+    from orchestrator.spec.loaded import workloads_of
 
-    return [w.name for w in load_spec(matrix).workloads if w.path or w.command]
+    return workloads_of(load_spec(matrix))
 
 
 def _entry(console: Console, head: str, description: str) -> None:
@@ -64,9 +63,9 @@ def show_workload(name: str, console: Console, matrix: Path | None = None) -> No
     """The workload's parameters: type, default, what is allowed, and what each means; with
     `matrix`, one of that matrix's own workloads too. UnknownWorkloadError (one line at the
     CLI) for a name no workload has."""
-    own_workloads(matrix)
-    info = load_workload(name)
-    console.print(f"{name} ({workload_source(name)}, version {info.version}): "
+    workloads = matrix_workloads(matrix)
+    info = workloads.load(name)
+    console.print(f"{name} ({workloads.source(name)}, version {info.version}): "
                   f"{info.description}\n"
                   f"throughput counts {plural(info.item_unit)}; {info.epochs} epoch(s) and a "
                   f"{info.timeout_s:g} s timeout per cell unless the matrix says otherwise",

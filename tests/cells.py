@@ -30,7 +30,7 @@ def make_cell_model(workload: str, params: dict[str, Any], epochs: int,
     params = info.resolve(params)
     hardware = Hardware(name="laptop", kind="local", gpus=gpus)
     stack = Stack(name="here", executor="process")
-    config_id = config_id_of(hardware, stack, workload, info.version, params, epochs)
+    config_id = config_id_of(hardware, stack, info, params, epochs)
     return Cell(run="test", hardware=hardware, stack=stack, workload=workload,
                 workload_version=info.version, item_unit=info.item_unit, params=params,
                 epochs=epochs, repeat=1, timeout_s=info.timeout_s, memory_limit_mb=None,

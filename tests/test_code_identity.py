@@ -140,7 +140,10 @@ def test_a_command_that_writes_into_its_own_folder_resumes_without_rerunning(tmp
 
 
 def test_a_workload_may_keep_its_code_out_of_its_identity(tmp_path):
-    from orchestrator.workload_registry import load_workload
+    from orchestrator.spec.loaded import workloads_of
+
+    def my_net():  # as this matrix resolves it, loaded afresh
+        return workloads_of(load_spec(matrix)).load("my_net")
 
     folder = tmp_path / "mine"
     new_workload("my_net", folder)
@@ -149,11 +152,11 @@ def test_a_workload_may_keep_its_code_out_of_its_identity(tmp_path):
     matrix = write(tmp_path / "m.yaml", "name: own\nhardware: [{name: box, kind: local}]\n"
                    "stacks: [{name: here, executor: process}]\n"
                    "workloads: [{name: my_net, path: mine, preset: tiny}]\n")
-    first, code = folder_ids(matrix), load_workload("my_net").code
-    assert load_workload("my_net").version == "1" and code
+    first, code = folder_ids(matrix), my_net().code
+    assert my_net().version == "1" and code
     write(folder / "workload.py", (folder / "workload.py").read_text() + "\nEXTRA = 1\n")
     assert folder_ids(matrix) == first  # its declared version alone is its identity
-    assert load_workload("my_net").code not in (None, code)  # the hash, for provenance
+    assert my_net().code not in (None, code)  # the hash, for provenance
 
     write(tmp_path / "train.py", PLAIN)
     write(tmp_path / "m.yaml", COMMAND.format(extra="    code_hash: false\n"))

@@ -56,7 +56,7 @@ class MirroredStack(Stack):
 
 def _sleep_id(hardware: Hardware, stack: Stack, **params: object) -> str:
     info = load_workload("sleep")
-    return config_id_of(hardware, stack, "sleep", info.version, info.resolve(params), 1)
+    return config_id_of(hardware, stack, info, info.resolve(params), 1)
 
 
 def test_a_new_field_moves_no_id_until_it_is_set():

@@ -15,6 +15,7 @@ from orchestrator.images.stack_image import render
 from orchestrator.plan.cells import expand
 from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
+from orchestrator.workload_registry import folder_code
 from tests.conftest import (
     PROJECT,
     assert_refused_in_one_line,
@@ -118,6 +119,11 @@ def test_the_folders_code_moves_its_ids_and_nothing_else_does(tmp_path):
     assert cell.workload_version.startswith("1+") and cell.workload_dir == str(folder.resolve())
 
 
+def own(folder: Path) -> dict[str, tuple[Path, list[Path]]]:
+    """What a matrix naming `folder` as my_model gives an image (own_workload_files)."""
+    return {"my_model": (folder, folder_code(folder))}
+
+
 def test_the_image_carries_the_folder_and_its_tag_follows_the_code(tmp_path):
     folder = make_folder(tmp_path)
     (tmp_path / "locks").mkdir()
@@ -125,15 +131,15 @@ def test_the_image_carries_the_folder_and_its_tag_follows_the_code(tmp_path):
     stack = Stack(name="s", framework="torch", framework_version="2.13.0")
     images = Images(locks=str(tmp_path / "locks"))
     bare = render(stack, images)
-    carried = render(stack, images, {"my_model": folder})
+    carried = render(stack, images, own(folder))
     assert carried.tag != bare.tag
     assert {path for path, _ in carried.code} - {path for path, _ in bare.code} == {
         "user_workloads/my_model/defaults.yaml", "user_workloads/my_model/flops.py",
         "user_workloads/my_model/helper.py", "user_workloads/my_model/workload.py"}
     write(folder / "notes.txt", "not code\n")
-    assert render(stack, images, {"my_model": folder}).tag == carried.tag
+    assert render(stack, images, own(folder)).tag == carried.tag
     write(folder / "flops.py", "def flops_per_item(params):\n    return 2.0 * params['n']\n")
-    assert render(stack, images, {"my_model": folder}).tag != carried.tag
+    assert render(stack, images, own(folder)).tag != carried.tag
 
 
 @pytest.mark.docker

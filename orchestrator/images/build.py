@@ -30,6 +30,7 @@ from orchestrator.images.stack_image import (
     ImageRef,
     build_image,
     find_image,
+    own_workload_files,
     push,
     render,
 )
@@ -71,7 +72,7 @@ def build_images(spec: MatrixSpec, stacks: list[Stack], run_root: Path,
     for index, stack in enumerate(stacks):
         log = run_root / "build" / f"{stack.name}.log"
         try:
-            rendered = render(stack, spec.images, spec.workload_folders())
+            rendered = render(stack, spec.images, own_workload_files(spec))
             found = find_image(client, stack.name, rendered.tag)
             if found is None:
                 start = time.perf_counter()

@@ -50,7 +50,7 @@ class Made:
 
 def stack_requirements(spec: MatrixSpec, stack: Stack) -> list[str]:
     """The requirements a stack's image installs (see the module's docstring)."""
-    from orchestrator.workload_registry import load_workload
+    from orchestrator.spec.loaded import workloads_of
 
     version = f"=={stack.framework_version}" if stack.framework_version else ""
     framework = {
@@ -62,7 +62,7 @@ def stack_requirements(spec: MatrixSpec, stack: Stack) -> list[str]:
     }.get(str(stack.framework), [])
     needs = [*framework, "numpy", *(["nvidia-ml-py"] if stack.cuda else [])]
     for entry in spec.workloads:
-        info = load_workload(entry.name)
+        info = workloads_of(spec).load(entry.name)
         if info.framework in (None, stack.framework):
             needs += [r for r in info.requires if r not in needs]
     return needs

@@ -30,8 +30,8 @@ from orchestrator.images.locks import DEFAULT_PYTHON, check_lock, lock_from_whee
 from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageError, ImageRef
 from orchestrator.images.wheels import served
 from orchestrator.providers import registry_auth
+from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import Images, MatrixSpec, Stack
-from orchestrator.workload_registry import command_code, folder_code, is_command
 
 __all__ = ["BuildFailure", "BuildStepStopped", "ImageError", "ImageRef", "Rendered",
            "build_image", "find_image", "image_problems", "lock_from_wheelhouse", "lock_pins",
@@ -69,10 +69,10 @@ class Rendered:
 
 
 def render(stack: Stack, images: Images,
-           workload_folders: Mapping[str, Path] | None = None) -> Rendered:
+           own_workloads: Mapping[str, tuple[Path, list[Path]]] | None = None) -> Rendered:
     """The stack's build inputs and tag; ImageError for a lock that contradicts the stack.
-    The image carries the worker, the built-in workloads and `workload_folders` (a matrix's
-    own workloads), so their code is part of the tag."""
+    The image carries the worker, the built-in workloads and `own_workloads` (a matrix's
+    own: `own_workload_files`), so their code is part of the tag."""
     lock_path = Path(str(images.locks)) / f"{stack.name}.txt"
     try:
         lock = lock_path.read_text(encoding="utf-8")
@@ -95,7 +95,7 @@ def render(stack: Stack, images: Images,
                    if ca_bundle else ""),
         install=installer.dockerfile(stack),
     )
-    code = worker_code() + user_workload_code(workload_folders or {})
+    code = worker_code() + user_workload_code(own_workloads or {})
     digest = hashlib.sha256()
     for part in (dockerfile.encode(), lock.encode(), ca_bundle or b"",
                  *(p.encode() + b"\0" + c for p, c in code)):
@@ -120,7 +120,7 @@ def image_problems(spec: MatrixSpec) -> list[str]:
     for stack in spec.stacks:
         if needs_image(stack):
             try:
-                render(stack, spec.images, spec.workload_folders())
+                render(stack, spec.images, own_workload_files(spec))
             except ImageError as exc:
                 problems.append(str(exc))
     return problems
@@ -137,13 +137,21 @@ def worker_code() -> tuple[tuple[str, bytes], ...]:
     return tuple((str(p.relative_to(PROJECT_ROOT)), p.read_bytes()) for p in files)
 
 
-def user_workload_code(folders: Mapping[str, Path]) -> tuple[tuple[str, bytes], ...]:
+def own_workload_files(spec: MatrixSpec) -> dict[str, tuple[Path, list[Path]]]:
+    """Each of the matrix's own workloads (spec/loaded.py): its folder (a `path:` one's, a
+    command's `cwd`) and the code files of it a stack image carries."""
+    workloads = workloads_of(spec)
+    return {name: (folder, workloads.code_files(name, folder))
+            for name, folder in spec.workload_folders().items()}
+
+
+def user_workload_code(own: Mapping[str, tuple[Path, list[Path]]]
+                       ) -> tuple[tuple[str, bytes], ...]:
     """The code of the user's workload folders and command folders, as the image carries
     it (`image_workload_dir`)."""
     return tuple((f"{IMAGE_USER_WORKLOADS}/{name}/{path.relative_to(folder).as_posix()}",
                   path.read_bytes())
-                 for name, folder in sorted(folders.items())
-                 for path in (command_code(name) if is_command(name) else folder_code(folder)))
+                 for name, (folder, files) in sorted(own.items()) for path in files)
 
 
 STEP_CONTAINER = re.compile(r"\s*---> Running in ([0-9a-f]{12,64})")  # the classic builder's

@@ -18,6 +18,7 @@ from orchestrator.errors import SpecWarning
 from orchestrator.hardware import gpu_model_of
 from orchestrator.plan.identity import cell_id_of, config_id_of
 from orchestrator.plan.retry import outcome_inputs
+from orchestrator.spec.loaded import remembered, workloads_of
 from orchestrator.spec.located_yaml import LocatedYaml
 from orchestrator.spec.model import (
     HARD_MAX_CELLS,
@@ -29,14 +30,7 @@ from orchestrator.spec.model import (
     entry_grid,
 )
 from orchestrator.worker.cuda_support import architecture_problem
-from orchestrator.workload_registry import (
-    ItemUnit,
-    Scalar,
-    WorkloadInfo,
-    load_workload,
-    package_module,
-    workload_source,
-)
+from orchestrator.workload_registry import ItemUnit, Scalar, WorkloadInfo, load_workload
 
 
 class Cell(BaseModel):
@@ -77,7 +71,8 @@ class Cell(BaseModel):
 
 
 def declared(cell: Cell) -> WorkloadInfo:
-    """The cell's workload declaration: the one it carries, else the built-in's."""
+    """The cell's workload declaration: the one it carries (any but a built-in's, from the
+    matrix that made it), else the built-in's."""
     return cell.workload_info or load_workload(cell.workload)
 
 
@@ -99,7 +94,7 @@ def excluded(spec: MatrixSpec) -> list[tuple[Cell, str]]:
 
 def incompatibility(cell: Cell) -> str | None:
     """Why `cell` cannot run on its hardware, or None. Pure: judged from declarations only."""
-    info = load_workload(cell.workload)
+    info = declared(cell)
     pinned = cell.stack.framework
     if info.framework and pinned and info.framework != pinned:
         return (f"{cell.workload} runs on {info.framework}; stack {cell.stack.name} pins "
@@ -107,10 +102,10 @@ def incompatibility(cell: Cell) -> str | None:
     if why := cuda_gap(cell):
         return why
     for name, value in cell.params.items():
-        declared = info.params[name]
-        if cell.hardware.gpus == 0 and value in declared.gpu_only:
+        decl = info.params[name]
+        if cell.hardware.gpus == 0 and value in decl.gpu_only:
             return f"{name}={value} needs a GPU and {cell.hardware.name} has gpus: 0"
-        if declared.stack_framework and pinned is not None and value != pinned:
+        if decl.stack_framework and pinned is not None and value != pinned:
             return (f"{name}={value} needs a stack with {value}; stack {cell.stack.name} "
                     f"pins {pinned}")
     return None
@@ -124,17 +119,10 @@ def cuda_gap(cell: Cell) -> str | None:
     return f"{cell.hardware.name}: {why}" if why else None
 
 
-# The last spec expanded and its cells: load, validate and plan each expand the same frozen
-# spec, and a 10,000-cell grid takes a good part of a second to build.
-_LAST: list[tuple[MatrixSpec, list[tuple[Cell, str | None]]]] = []
-
-
 def _all_cells(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
-    if _LAST and _LAST[0][0] is spec:
-        return _LAST[0][1]
-    found = _expanded(spec)
-    _LAST[:] = [(spec, found)]
-    return found
+    """Expanded once per loaded matrix, kept on it (spec/loaded.py): load, validate and plan
+    each expand the same frozen spec, and a 10,000-cell grid takes a good part of a second."""
+    return remembered(spec, "cells", lambda: _expanded(spec))
 
 
 def _expanded(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
@@ -220,13 +208,13 @@ def _combinations(grid: dict[str, list[Scalar]]) -> Iterator[dict[str, Scalar]]:
 
 def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEntry,
            given: dict[str, Scalar]) -> Iterator[Cell]:
-    info = load_workload(entry.name)
+    workloads = workloads_of(spec)
+    info = workloads.load(entry.name)
     params = info.resolve(given)
     epochs = entry.epochs or info.epochs
-    config_id = config_id_of(hardware, stack, info.name, info.version, params, epochs,
-                             profile=entry.profile)
+    config_id = config_id_of(hardware, stack, info, params, epochs, profile=entry.profile)
     command = None if entry.command is None else substitute(entry.command, params, epochs)
-    own = None if workload_source(info.name) == "built-in" else info
+    own = None if workloads.source(info.name) == "built-in" else info
     timeout_s = entry.timeout_s or info.timeout_s
     inputs = outcome_inputs(stack, timeout_s, entry.memory_limit_mb, spec.images.locks)
     for repeat in range(1, spec.min_repeats + 1):
@@ -236,7 +224,7 @@ def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEn
             epochs=epochs, repeat=repeat,
             timeout_s=timeout_s, memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
             cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
-            workload_module=package_module(info.name), command=command,
+            workload_module=workloads.package_module(info.name), command=command,
             command_cwd=entry.cwd if command else None, workload_info=own,
             profile=entry.profile, inputs=inputs,
         )

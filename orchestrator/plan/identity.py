@@ -40,7 +40,7 @@ from pydantic import BaseModel
 
 from orchestrator.code_identity import HASH_LENGTH
 from orchestrator.spec.model import Hardware, Stack
-from orchestrator.workload_registry import Scalar, load_workload
+from orchestrator.workload_registry import ParamDecl, Scalar, WorkloadInfo
 
 ID_LENGTH = 16
 
@@ -84,25 +84,27 @@ def _hashed(model: BaseModel, pinned: frozenset[str], not_identity: frozenset[st
                 call_default_factory=True))}
 
 
-def params_identity(workload: str, params: dict[str, Scalar]) -> dict[str, Scalar]:
-    """The resolved parameters that the identity hashes (all, but for those declared
+def params_identity(declared: Mapping[str, ParamDecl],
+                    params: dict[str, Scalar]) -> dict[str, Scalar]:
+    """The resolved parameters that the identity hashes (all, but for those `declared`
     `in_identity: when_not_default` while at their default)."""
-    declared = load_workload(workload).params
     return {name: value for name, value in params.items()
             if name not in declared or declared[name].in_identity == "always"
             or value != declared[name].default}
 
 
-def config_id_of(hardware: Hardware, stack: Stack, workload: str, version: str,
+def config_id_of(hardware: Hardware, stack: Stack, workload: WorkloadInfo,
                  params: dict[str, Scalar], epochs: int, profile: bool = False) -> str:
-    """A profiled cell (`profile: true`) times its last epoch under the profiler, so it is
-    another configuration; an unprofiled one hashes exactly as before the option existed."""
+    """`workload` is the declaration the matrix resolved (its name, version and parameters'
+    `in_identity`). A profiled cell (`profile: true`) times its last epoch under the
+    profiler, so it is another configuration; an unprofiled one hashes exactly as before the
+    option existed."""
     content = {
         "hardware": model_identity(hardware),
         "stack": model_identity(stack),
-        "workload": workload,
-        "workload_version": version,
-        "params": params_identity(workload, params),
+        "workload": workload.name,
+        "workload_version": workload.version,
+        "params": params_identity(workload.params, params),
         "epochs": epochs,
     }
     return content_hash({**content, "profile": True} if profile else content)

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 
 from orchestrator.errors import MatrixError
 from orchestrator.hardware import LocalMachine
-from orchestrator.plan.cells import Cell, excluded, expand, incompatibility
+from orchestrator.plan.cells import Cell, declared, excluded, expand, incompatibility
 from orchestrator.plan.repeats import extra_repeats
 from orchestrator.plan.retry import kept_reason
 from orchestrator.providers import provider_for
 from orchestrator.results.records import CellRecord, Status
 from orchestrator.results.store import CellResult
 from orchestrator.spec.model import MatrixSpec
-from orchestrator.workload_registry import load_workload
 
 CELL_STARTUP_S = 3.0  # worker start, framework import, model build: for estimates without history
 
@@ -150,6 +149,6 @@ def _walls_by_config(history: list[CellResult]) -> dict[str, list[float]]:
 def _estimate(cell: Cell, walls: dict[str, list[float]]) -> float | None:
     if cell.config_id in walls:
         return statistics.median(walls[cell.config_id])
-    per_epoch = load_workload(cell.workload).estimate_s_per_epoch.get(
+    per_epoch = declared(cell).estimate_s_per_epoch.get(
         str(cell.params.get("preset", "")))
     return None if per_epoch is None else CELL_STARTUP_S + per_epoch * cell.epochs

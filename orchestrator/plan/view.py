@@ -17,7 +17,7 @@ from rich.table import Table
 from orchestrator.hardware import detect_local
 from orchestrator.images.build import image_stacks
 from orchestrator.images.engine import EngineUnavailable, docker_client
-from orchestrator.images.stack_image import ImageError, find_image, render
+from orchestrator.images.stack_image import ImageError, find_image, own_workload_files, render
 from orchestrator.plan.cells import Cell, excluded, expand
 from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.providers import provider_for
@@ -225,7 +225,7 @@ def _show_images(spec: MatrixSpec, cells: list[Cell], console: Console) -> None:
         table.add_column(column)
     for stack in stacks:
         try:
-            tag = render(stack, spec.images, spec.workload_folders()).tag
+            tag = render(stack, spec.images, own_workload_files(spec)).tag
         except ImageError as exc:
             table.add_row(stack.name, "-", f"cannot render: {exc}")
             continue

@@ -18,7 +18,7 @@ from orchestrator.report.markdown import fmt, fmt_rate, present
 from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.records import Flag
 from orchestrator.worker.units import plural
-from orchestrator.workload_registry import device_param_columns
+from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -182,7 +182,7 @@ def _first(group: pd.DataFrame, column: str) -> str | None:
 
 def twin_keys(summary: pd.DataFrame) -> list[str]:
     """What configurations that differ only in their device count share."""
-    devices = device_param_columns(summary["workload"].dropna().unique())
+    devices = reported().device_param_columns(summary["workload"].dropna().unique())
     return ["workload", "stack", "gpu_model", "instance_type",
             *(c for c in param_columns(summary.columns) if c not in devices)]
 

@@ -15,16 +15,8 @@ from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
 from orchestrator.results.declarations import load_declarations
 from orchestrator.results.store import ResultStore, write_parquet
-from orchestrator.workload_registry import (
-    WorkloadFolderError,
-    WorkloadInfo,
-    is_command,
-    load_workload,
-    register_command_workload,
-    register_recorded_workload,
-    register_workload_folder,
-    workload_folder,
-)
+from orchestrator.workload_registry import WorkloadFolderError, WorkloadInfo
+from orchestrator.workload_scope import Workloads, report_on, reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,50 +25,52 @@ if TYPE_CHECKING:
 def recorded(store: ResultStore) -> pd.DataFrame:
     """The run's rows with the columns computed from each row alone: the whole epoch of
     rows recorded before `epoch_s`, and the cost columns. The user workloads the rows came
-    from are registered first, for their declarations: folders (`path:`) from where they
-    are, commands from what the run directory keeps of them, and a folder since moved or a
-    package no longer installed from its recorded declaration, with a warning."""
+    from join the workloads this process reports on (workload_scope.reported), for their
+    declarations: folders (`path:`) from where they are, commands from what the run
+    directory keeps of them, and a folder since moved or a package no longer installed from
+    its recorded declaration, with a warning."""
     declared = {info.name: info for info in load_declarations(store.root)}
     joined = store.joined()
     folders: dict[str, Path] = {}
     if "workload_dir" in joined.columns:
         pairs = joined[["workload", "workload_dir"]].dropna().drop_duplicates()
         folders = {str(name): Path(folder) for name, folder in pairs.itertuples(index=False)}
+    workloads = reported()
     for name, folder in folders.items():
-        if workload_folder(name) is None:
-            register_recorded_folder(name, folder, declared.get(name))
+        if workloads.folder(name) is None:
+            workloads = recorded_folder(workloads, name, folder, declared.get(name))
     for name, info in declared.items():
-        if name in folders or is_command(name):
+        if name in folders or workloads.is_command(name):
             continue
         if declares_command(info):
-            register_command_workload(info)
-        elif not _loads(name):  # a package workload whose package is not installed here
+            workloads = workloads.with_command(info)
+        elif not _loads(workloads, name):  # a package workload whose package is not here
             warnings.warn(f"the run's workload {name} ({info.version}) is not installed here: "
                           "reported from its recorded declaration, without its FLOP model "
                           "and views", MatrixWarning, stacklevel=2)
-            register_recorded_workload(info)
+            workloads = workloads.with_recorded(info)
+    report_on(workloads)
     return add_cost_columns(with_whole_epoch(joined))
 
 
-def register_recorded_folder(name: str, folder: Path, declared: WorkloadInfo | None = None
-                             ) -> None:
-    """Register the folder a run's workload came from; where it is gone, the run's recorded
-    declaration (with a warning), else WorkloadFolderError."""
+def recorded_folder(workloads: Workloads, name: str, folder: Path,
+                    declared: WorkloadInfo | None = None) -> Workloads:
+    """`workloads` and the folder a run's workload came from; where it is gone, the run's
+    recorded declaration (with a warning), else WorkloadFolderError."""
     if (folder / "defaults.yaml").is_file():
-        register_workload_folder(name, folder)
-    elif declared is not None:
+        return workloads.with_folder(name, folder)
+    if declared is not None:
         warnings.warn(f"the run's workload {name} came from {folder}, which holds no workload "
                       "any more: reported from its recorded declaration, without its FLOP "
                       "model and views", MatrixWarning, stacklevel=2)
-        register_recorded_workload(declared)
-    else:
-        raise WorkloadFolderError(f"the run's workload {name} came from {folder}, which holds "
-                                  "no workload any more: put it back to report the run")
+        return workloads.with_recorded(declared)
+    raise WorkloadFolderError(f"the run's workload {name} came from {folder}, which holds "
+                              "no workload any more: put it back to report the run")
 
 
-def _loads(name: str) -> bool:
+def _loads(workloads: Workloads, name: str) -> bool:
     try:
-        load_workload(name)
+        workloads.load(name)
     except MatrixError:
         return False
     return True

@@ -36,7 +36,7 @@ from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.columns import from_param_columns, param_column, param_columns
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
-from orchestrator.workload_registry import device_param_columns, importable, load_workload
+from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -230,7 +230,7 @@ def model_count(row: Any) -> float | None:
     """FLOPs per item from the row's workload's FLOP model and its parameters; None for a
     workload without one, or a row that lacks a parameter the model reads."""
     try:
-        package = importable(str(row.get("workload")))
+        package = reported().importable(str(row.get("workload")))
         return None if package is None else model_flops_per_item(package, _workload_params(row))
     except (KeyError, TypeError, ValueError):
         return None
@@ -239,7 +239,7 @@ def model_count(row: Any) -> float | None:
 def declared_version(workload: str) -> str | None:
     """The version the workload declares now (its FLOP model's), or None where unknown."""
     try:
-        return load_workload(workload).version
+        return reported().load(workload).version
     except MatrixError:
         return None
 
@@ -281,7 +281,7 @@ def devices_column(rows: pd.DataFrame) -> pd.Series:
     gpus = numbers("gpu_count").fillna(0)
     devices = gpus.copy()
     try:
-        declaring = device_param_columns(rows["workload"].dropna().unique())
+        declaring = reported().device_param_columns(rows["workload"].dropna().unique())
     except MatrixError:  # a workload this installation does not know: its GPUs, then
         declaring = ()
     for column in declaring:

@@ -21,7 +21,7 @@ from orchestrator.report.markdown import MIB
 from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.store import atomic_write
 from orchestrator.worker.units import plural
-from orchestrator.workload_registry import device_param_columns
+from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -114,7 +114,7 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     figure, axes = _figure(f"{workload}: scaling with GPUs", "GPUs", "speedup (x one GPU)")
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
-    devices = device_param_columns(scaled["workload"].dropna().unique())
+    devices = reported().device_param_columns(scaled["workload"].dropna().unique())
     params = [c for c in param_columns(scaled.columns) if c not in devices]
     for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):
         group = group.sort_values("devices")

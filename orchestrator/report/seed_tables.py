@@ -16,7 +16,7 @@ from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
 from orchestrator.results.columns import param_column
 from orchestrator.worker.units import plural
 from orchestrator.worker.workload_code import optional_module
-from orchestrator.workload_registry import importable
+from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,7 +56,7 @@ def seed_views(workload: str, summary: pd.DataFrame, unit: str) -> list[str]:
 
 
 def workload_views(workload: str) -> list[View]:
-    package = importable(workload)
+    package = reported().importable(workload)
     module = None if package is None else optional_module(f"{package}.views")
     if module is None:
         return [scaling]

@@ -43,7 +43,7 @@ from orchestrator.report.whole_runs import whole_run_sections
 from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.store import atomic_write
 from orchestrator.worker.units import plural
-from orchestrator.workload_registry import load_workload, workload_source
+from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -90,7 +90,7 @@ def workload_summaries(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, str]]:
         ok = ok[ok["timing"] != "whole"]
     found: list[tuple[str, pd.DataFrame, str]] = []
     for workload in sorted(ok["workload"].unique()) if len(ok) else []:
-        info = load_workload(workload)
+        info = reported().load(workload)
         rows = ok[ok["workload"] == workload].dropna(axis=1, how="all")  # others' parameters
         repeated = {f"train_{info.item_unit}s_per_s", f"eval_{info.item_unit}s_per_s"}
         metrics = [m for m in info.metrics if m in rows and m not in repeated]
@@ -179,7 +179,7 @@ def _cost_section(df: pd.DataFrame) -> list[str]:
 
 def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                       figures: list[tuple[str, str]]) -> list[str]:
-    info = load_workload(workload)
+    info = reported().load(workload)
     metrics = [c.removeprefix("metric.") for c in summary.columns if c.startswith("metric.")]
     varying = [c for c in param_columns(summary.columns)
                if summary[c].astype(str).nunique() > 1]
@@ -259,7 +259,7 @@ NO_FLOP_CLAIM = ("No FLOP count, so no TFLOP/s or % of peak: give the command's 
 def _no_flop_count(workload: str) -> list[str]:
     """Why a user's workload has no FLOP figures, and what adds them; nothing for a
     built-in (whose FLOP model is the project's)."""
-    source = workload_source(workload)
+    source = reported().source(workload)
     if source == "command":
         return [NO_FLOP_CLAIM, ""]
     return [NO_FLOP_MODEL, ""] if source.startswith(("path", "package")) else []

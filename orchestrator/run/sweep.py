@@ -42,8 +42,8 @@ from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
 from orchestrator.spec.job import save_job
 from orchestrator.spec.load import load_spec
+from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import MatrixSpec
-from orchestrator.workload_registry import load_workload, workload_source
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,8 +118,9 @@ def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
     sweep = _Sweep(spec, store, options, console, index)
     if not store.journal.exists():  # a new run: no node has measured its ceiling in it
         forget_ceilings(store.root)
-    save_declarations(store.root, [load_workload(w.name) for w in spec.workloads
-                                   if workload_source(w.name) != "built-in"])
+    workloads = workloads_of(spec)
+    save_declarations(store.root, [workloads.load(w.name) for w in spec.workloads
+                                   if workloads.source(w.name) != "built-in"])
     save_job(store.root, spec.job)
     plan = sweep.plan()
     launched, prices = sweep.preflight(plan)

@@ -25,6 +25,7 @@ from orchestrator.images.locks import lock_pins, normalise
 from orchestrator.plan.cells import Cell, check_grid, expand
 from orchestrator.providers import hardware_kinds, provider_for, providers
 from orchestrator.spec.framework_builds import cuda_build_problem, release_problem
+from orchestrator.spec.loaded import loaded, workloads_of
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
 from orchestrator.spec.model import (
     WORKER_PYTHON,
@@ -39,16 +40,8 @@ from orchestrator.spec.model import (
 )
 from orchestrator.spec.schema_errors import schema_error
 from orchestrator.workload_packages import WorkloadPackageError, package_workloads
-from orchestrator.workload_registry import (
-    Scalar,
-    WorkloadFolderError,
-    WorkloadInfo,
-    configuration_problem,
-    load_workload,
-    package_module,
-    register_command_workload,
-    register_workload_folder,
-)
+from orchestrator.workload_registry import Scalar, WorkloadFolderError, WorkloadInfo
+from orchestrator.workload_scope import Workloads
 
 if TYPE_CHECKING:
     from orchestrator.spec.release_index import ReleaseIndex
@@ -75,12 +68,14 @@ def load_spec(path: Path | str, releases: ReleaseIndex | None = None) -> MatrixS
 
 
 def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
-    """Register each `path:` and `command:` workload (its folder made absolute, against the
-    matrix file's folder), so that the checks below and everything after know it."""
+    """Read each `path:` and `command:` workload (its folder made absolute, against the
+    matrix file's folder) into the matrix's own workloads, which the spec carries from here
+    on (spec/loaded.py): the checks below and everything after know it, no other matrix."""
     entries = []
+    workloads = Workloads()
     for index, entry in enumerate(spec.workloads):
         if entry.command is not None:
-            entry = _with_command(entry, doc, ("workloads", index))
+            entry, workloads = _with_command(entry, doc, ("workloads", index), workloads)
         else:
             for key in COMMAND_ONLY:
                 if getattr(entry, key) != WorkloadEntry.model_fields[key].get_default(
@@ -92,12 +87,12 @@ def _with_workload_folders(spec: MatrixSpec, doc: LocatedYaml) -> MatrixSpec:
             folder = _resolved(doc.path.parent / Path(entry.path).expanduser(), doc,
                                ("workloads", index, "path"))
             try:
-                register_workload_folder(entry.name, folder)
+                workloads = workloads.with_folder(entry.name, folder)
             except WorkloadFolderError as exc:
                 raise doc.error(("workloads", index, "path"), str(exc)) from None
             entry = entry.model_copy(update={"path": str(folder)})
         entries.append(entry)
-    return spec.model_copy(update={"workloads": entries})
+    return loaded(spec.model_copy(update={"workloads": entries}), workloads)
 
 
 COMMAND_ONLY = ("cwd", "files", "code_hash", "item_unit", "param_types", "metrics",
@@ -112,8 +107,10 @@ def _resolved(path: Path, doc: LocatedYaml, loc: PathKey) -> Path:
         raise doc.error(loc, f"{path} cannot be followed: a loop of links ({exc})") from None
 
 
-def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> WorkloadEntry:
-    """A command workload's entry with its folder made absolute, its declaration registered."""
+def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey,
+                  workloads: Workloads) -> tuple[WorkloadEntry, Workloads]:
+    """A command workload's entry with its folder made absolute, and `workloads` with its
+    declaration."""
     if entry.path is not None:
         raise doc.error((*loc, "command"), "a workload is a folder (path:) or a command "
                                            "(command:), not both")
@@ -125,12 +122,12 @@ def _with_command(entry: WorkloadEntry, doc: LocatedYaml, loc: PathKey) -> Workl
     if not cwd.is_dir():
         raise doc.error((*loc, "cwd"), f"{cwd} is not a folder")
     try:
-        register_command_workload(*command_declaration(entry, cwd, doc.path))
+        workloads = workloads.with_command(*command_declaration(entry, cwd, doc.path))
     except CommandWorkloadError as exc:
         raise doc.error((*loc, *exc.key), exc.problem) from None
     except WorkloadFolderError as exc:
         raise doc.error((*loc, "name"), str(exc)) from None
-    return entry.model_copy(update={"cwd": str(cwd)})
+    return entry.model_copy(update={"cwd": str(cwd)}), workloads
 
 
 def _check_semantics(spec: MatrixSpec, doc: LocatedYaml,
@@ -145,9 +142,10 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml,
         if found := provider.matrix_problem(spec):
             raise doc.error(*found)
     _check_stacks(spec, doc, releases)
+    workloads = workloads_of(spec)
     for index, entry in enumerate(spec.workloads):
         try:
-            info = load_workload(entry.name)
+            info = workloads.load(entry.name)
         except (UnknownWorkloadError, WorkloadPackageError) as exc:
             raise doc.error(("workloads", index, "name"), str(exc)) from None
         _check_params(entry, info, doc, ("workloads", index))
@@ -158,7 +156,8 @@ def _check_semantics(spec: MatrixSpec, doc: LocatedYaml,
     }
     for section in ("include", "exclude"):
         for index, rule in enumerate(getattr(spec, section)):
-            _check_rule(rule, names, doc, (section, index), needs_workload=section == "include")
+            _check_rule(rule, names, doc, (section, index), needs_workload=section == "include",
+                        scope=workloads)
     _check_job(spec, names["workload"], doc)
     check_grid(spec, doc)
     cells = expand(spec)
@@ -186,7 +185,8 @@ def _check_configurations(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml)
         if cell.config_id in seen:
             continue
         seen.add(cell.config_id)
-        found = configuration_problem(cell.workload, cell.params, cell.hardware.gpus)
+        found = workloads_of(spec).configuration_problem(cell.workload, cell.params,
+                                                         cell.hardware.gpus)
         if found is not None:
             param, problem = found
             index = next(i for i, w in enumerate(spec.workloads) if w.name == cell.workload)
@@ -202,7 +202,8 @@ def _check_package_locks(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml) 
     the very release whose version its results carry. A lock not written yet is left to the
     image's own check (validate notes it)."""
     packages = {name: package_workloads()[name] for name in
-                {w.name for w in spec.workloads} if package_module(name) is not None}
+                {w.name for w in spec.workloads}
+                if workloads_of(spec).package_module(name) is not None}
     if not packages:
         return
     pairs = {(c.stack, c.workload) for c in cells if c.workload in packages}
@@ -356,7 +357,7 @@ def _check_values(key: str, values: list[Scalar], info: WorkloadInfo, doc: Locat
 
 
 def _check_rule(rule: Rule, names: dict[str, set[str]], doc: LocatedYaml, loc: PathKey,
-                needs_workload: bool) -> None:
+                needs_workload: bool, scope: Workloads) -> None:
     for key, known in names.items():
         given = getattr(rule, key)
         for name in [] if given is None else given if isinstance(given, list) else [given]:
@@ -371,8 +372,8 @@ def _check_rule(rule: Rule, names: dict[str, set[str]], doc: LocatedYaml, loc: P
             values = value if isinstance(value, list) else [value]
             if not values:
                 raise doc.error((*loc, "params", key), "empty list: give at least one value")
-            if not any(key in load_workload(w).params for w in workloads):
+            if not any(key in scope.load(w).params for w in workloads):
                 raise doc.error((*loc, "params", key), f"no workload of this rule has "
                                                          f"a parameter {key!r}")
             if needs_workload:
-                _check_values(key, values, load_workload(workloads[0]), doc, (*loc, "params", key))
+                _check_values(key, values, scope.load(workloads[0]), doc, (*loc, "params", key))
