@@ -24,6 +24,7 @@ from orchestrator.results.records import (
     parse_record,
 )
 from orchestrator.results.store import ResultStore
+from orchestrator.worker.records import ENVELOPE
 from orchestrator.workload_registry import load_workload
 from tests import cells
 from tests.conftest import SHARED_DATA
@@ -104,7 +105,7 @@ def test_every_workload_records_its_frameworks_switches_in_provenance(
     [provenance] = [r for r in records if r["record"] == "provenance"]
     assert provenance["precision_switches"] == switches
     assert ProvenanceRecord(run="r", cell_id="c", config_id="c", repeat=1,
-                            **{k: v for k, v in provenance.items() if k != "record"})
+                            **{k: v for k, v in provenance.items() if k not in ENVELOPE})
 
 
 # The journal and parquet -------------------------------------------------------------------------

@@ -35,6 +35,14 @@ from orchestrator.results.records import (
     Status,
 )
 from orchestrator.worker.cell_file import CELL_FILE_VERSION, FailureKind
+from orchestrator.worker.records import (
+    ErrorLine,
+    MeasurementLine,
+    ProvenanceLine,
+    TimingLine,
+    WorkerOutput,
+    read_out_file,
+)
 
 FAILURE_STATUS: dict[str, Status] = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
                   FailureKind.UNSUPPORTED: Status.UNSUPPORTED,
@@ -97,7 +105,7 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
     the worker measured is remembered for the node's next cells (ceilings.py)."""
     identity = _identity(cell)
     out_file, log_file = files.out, files.log
-    raw, unreadable = _read_out(out_file)
+    output = read_out_file(str(out_file))
     extra = {**(extra_provenance or {}), "workload_version": cell.workload_version,
              "node": node_name()}
     if cell.workload_dir is not None:
@@ -107,11 +115,12 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
         extra["workload_revision"] = revision  # beside the code hash: which commit it was
     if cell.workload_info is not None and cell.workload_info.code is not None:
         extra["workload_code"] = cell.workload_info.code  # in its version, or opted out
-    provenance = _provenance(identity, raw, tool, extra)
+    provenance, refused = _provenance(identity, output, tool, extra)
+    warnings = [*_kept_with_problems(output), *refused]
     remember(cell, files.run_root, provenance)
-    measurements, invalid = _measurements(cell, identity, raw, provenance)
-    error = next((r for r in raw if r.get("record") == "error"), None)
-    timing = next((r for r in raw if r.get("record") == "timing"), {})
+    measurements, invalid = _measurements(cell, identity, output, provenance)
+    error = output.first(ErrorLine)
+    timing = output.first(TimingLine)
     cap_log(log_file)
     log_tail = tail_of(log_file)
 
@@ -119,8 +128,8 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
     if status_override is not None:
         status, message = status_override
     else:
-        status, message = _classify(cell, exit, error, log_tail, measurements,
-                                    unreadable or invalid)
+        status, message = _classify(cell, exit, error and error[1], log_tail, measurements,
+                                    next(iter(output.unreadable), None) or invalid)
     flags, reasons = _flags(measurements)
     oversubscribed = _oversubscribed(cell, provenance)
     if oversubscribed:
@@ -134,13 +143,15 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
         reasons.append(short)
     if reasons and status is Status.OK:
         message = "; ".join(reasons)
+    if warnings:  # kept records with a field left out: said wherever the cell ended
+        message = "; ".join(filter(None, [message, *warnings]))
     cell_record = CellRecord(
         **identity,
         status=status,
         flags=flags,
         started_at=exit.started_at,
         wall_s=exit.wall_s,
-        workload_s=timing.get("workload_s"),
+        workload_s=timing[1].workload_s if timing else None,
         node_id=exit.node_id,
         hardware=cell.hardware.name,
         stack=cell.stack.name,
@@ -190,49 +201,50 @@ def _param_columns(cell: Cell) -> dict[str, Any]:
     return as_param_columns(cell.params)
 
 
-def _read_out(out_file: Path) -> tuple[list[dict[str, Any]], str | None]:
-    records, problem = [], None
+def _provenance(identity: dict[str, Any], output: WorkerOutput, tool: ToolInfo,
+                extra: dict[str, Any]) -> tuple[ProvenanceRecord, list[str]]:
+    """The stored provenance (the worker's fields and the driver's), and a located warning
+    for each field the record refuses: that field is left out, never the record, so where
+    the cell ran is kept."""
+    found = output.first(ProvenanceLine)
+    fields = {**(found[1].fields() if found else {}), **extra,
+              "tool_version": tool.version, "git_revision": tool.git_revision}
     try:
-        lines = out_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return [], None
-    for number, line in enumerate(lines, start=1):
-        try:
-            value = json.loads(line)
-            if not isinstance(value, dict):
-                raise ValueError("not a JSON object")
-            records.append(value)
-        except ValueError as exc:
-            problem = problem or f"output line {number} is not a record ({exc}): {line[:80]!r}"
-    return records, problem
+        return ProvenanceRecord(**{**fields, **identity}), []
+    except ValidationError as exc:  # what the worker's types let through, or the driver's
+        refused = {str(error["loc"][0]): error["msg"] for error in exc.errors()}
+    where = f"output line {found[0].number}: " if found else ""
+    kept = {k: v for k, v in fields.items() if k not in refused}
+    return ProvenanceRecord(**{**kept, **identity}), [
+        f"{where}provenance field {name!r}: {why} (left out)" for name, why in refused.items()]
 
 
-def _provenance(identity: dict[str, Any], raw: list[dict[str, Any]], tool: ToolInfo,
-                extra: dict[str, Any]) -> ProvenanceRecord:
-    from_worker = next((r for r in raw if r.get("record") == "provenance"), {})
-    fields = {k: v for k, v in from_worker.items() if k in ProvenanceRecord.model_fields}
-    fields.update(extra)
-    fields.update(tool_version=tool.version, git_revision=tool.git_revision)
-    try:
-        return ProvenanceRecord(**{**fields, **identity})
-    except ValidationError:  # a worker's odd provenance must not lose the cell
-        return ProvenanceRecord(**identity, **extra, tool_version=tool.version,
-                                git_revision=tool.git_revision)
+def _kept_with_problems(output: WorkerOutput) -> list[str]:
+    """The output's located warnings: lines skipped, and each field left out of a record
+    that is kept (a measurement's are invalid output instead: `_measurements`)."""
+    return [*output.notes, *(warning for read in output.reads
+                             if not isinstance(read.record, MeasurementLine)
+                             for warning in read.located())]
 
 
-def _measurements(cell: Cell, identity: dict[str, Any], raw: list[dict[str, Any]],
+def _measurements(cell: Cell, identity: dict[str, Any], output: WorkerOutput,
                   provenance: ProvenanceRecord) -> tuple[list[MeasurementRecord], str | None]:
+    """The worker's measurements, or why they are invalid output (a figure left out of a
+    measurement is no figure to publish: unlike provenance, the cell is not kept ok)."""
     metrics = set(declared(cell).metrics)
     records: list[MeasurementRecord] = []
-    for entry in (r for r in raw if r.get("record") == "measurement"):
-        unknown = set(entry) - set(MeasurementRecord.model_fields) - metrics
+    for read, entry in output.all(MeasurementLine):
+        where = f"output line {read.number}"
+        if read.problems:
+            return [], f"{where}: invalid measurement record: {read.problems[0]}"
+        unknown = set(entry.metrics) - metrics
         if unknown:
-            where = "metrics: in the matrix" if cell.command else "defaults.yaml"
-            return [], f"undeclared metrics {sorted(unknown)} (declare them in {where})"
+            declare = "metrics: in the matrix" if cell.command else "defaults.yaml"
+            return [], f"{where}: undeclared metrics {sorted(unknown)} (declare them in {declare})"
         try:
-            record = MeasurementRecord(**{**entry, **identity})
+            record = MeasurementRecord(**entry.fields(), **identity)
         except ValidationError as exc:
-            return [], f"invalid measurement record: {exc.errors()[0]['msg']}"
+            return [], f"{where}: invalid measurement record: {exc.errors()[0]['msg']}"
         records.append(_with_peak(record, cell, provenance))
     return records, None
 
@@ -261,7 +273,7 @@ def _with_peak(record: MeasurementRecord, cell: Cell,
     return record.model_copy(update=update)
 
 
-def _classify(cell: Cell, exit: WorkerExit, error: dict[str, Any] | None, log_tail: str,
+def _classify(cell: Cell, exit: WorkerExit, error: ErrorLine | None, log_tail: str,
               measurements: list[MeasurementRecord],
               invalid: str | None) -> tuple[Status, str | None]:
     if exit.timed_out:
@@ -270,11 +282,9 @@ def _classify(cell: Cell, exit: WorkerExit, error: dict[str, Any] | None, log_ta
     if exit.oom_killed:
         return Status.OOM, "killed by the container engine for exceeding its memory limit"
     if error is not None:
-        message = f"{error.get('type')}: {error.get('message')}"
-        kind = error.get("kind")
-        if kind == FailureKind.STACK_MISMATCH:
-            return Status.STACK_MISMATCH, str(error.get("message"))
-        return FAILURE_STATUS.get(str(kind), Status.FAILED), message
+        if error.kind == FailureKind.STACK_MISMATCH:
+            return Status.STACK_MISMATCH, str(error.message)
+        return FAILURE_STATUS[error.kind], f"{error.type}: {error.message}"
     if exit.returncode != 0:
         if any(evidence in log_tail for evidence in OOM_EVIDENCE):
             return Status.OOM, f"out of memory (exit status {exit.returncode}, see log)"

@@ -31,6 +31,7 @@ from orchestrator.worker.cell_file import read_cell_file
 from orchestrator.worker.command import CELL_FILE_ENV, OUT_FILE_ENV
 from orchestrator.worker.context import Context, RecordWriter
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+from orchestrator.worker.records import ClientLine
 
 
 class Bench:
@@ -69,7 +70,7 @@ class Bench:
         declares under `metrics:`), appended to the cell's records or printed by hand."""
         self._epoch += 1
         if self.ctx is not None:
-            return self.ctx.end_epoch(self._epoch, meter, **metrics)
+            return self.ctx.end_epoch(self._epoch, meter, **metrics).to_dict()
         summary = dict(meter.summary())
         print(f"matrix-bench: epoch {self._epoch}: {summary['items_per_s']:.6g} items/s over "
               f"{summary['steps']} timed steps ({summary['train_s']:.3g} s; not recorded: "
@@ -88,7 +89,7 @@ def attach(framework: str | None = None, device: Any = "cpu",
         return Bench(None, use_sync, [HostRssProbe(), *probes])
     ctx = Context(cell=read_cell_file(cell_file), writer=RecordWriter(out_file))
     ctx.use_framework(framework, reported.get("framework_version"), use_sync, probes)
-    ctx.writer.write({"record": "client", **reported})
+    ctx.writer.write(ClientLine(**reported))
     return Bench(ctx, use_sync, probes)
 
 

@@ -12,7 +12,6 @@ trained. A script that exits non-zero fails the cell. Stdlib only.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -20,14 +19,12 @@ import time
 from typing import Any
 
 from orchestrator.worker.context import Context
+from orchestrator.worker.records import ClientLine, MeasurementLine, read_out_file
 
 CELL_FILE_ENV = "MATRIX_BENCH_CELL_FILE"
 OUT_FILE_ENV = "MATRIX_BENCH_OUT_FILE"
 STACK_PYTHON = ("python", "python3")  # run as the stack's own interpreter, the worker's
 CODE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-# what the client's `client` record may tell the provenance record
-CLIENT_PROVENANCE = ("framework", "framework_version", "cuda", "cudnn", "gpu_model",
-                     "gpu_count")
 
 
 class CommandFailed(Exception):
@@ -71,20 +68,20 @@ def run_command(ctx: Context, cell_path: str) -> dict[str, Any]:
     wall_s = time.perf_counter() - start
     if returncode != 0:
         raise CommandFailed(f"the command exited with {_exit_text(returncode)}")
-    written = _records(ctx.out_path)
-    if not any(r.get("record") == "measurement" for r in written):
-        record: dict[str, Any] = {
-            "record": "measurement", "epoch": 1, "timing": "whole",
-            "item_unit": ctx.cell.item_unit, "epoch_s": wall_s,
-            # ru_maxrss of the children: the largest process's peak, in KiB on Linux
-            "host_rss_peak_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-            * 1024}
+    # what the script's client wrote so far (a line that is no record is the executor's
+    # to judge)
+    written = read_out_file(ctx.out_path)
+    if not written.all(MeasurementLine):
+        telemetry: dict[str, Any] = {}
         for probe in probes:
-            record.update(probe.read())
-        ctx.writer.write(record)
-    reported: dict[str, Any] = next(
-        (r for r in reversed(written) if r.get("record") == "client"), {})
-    return {key: reported[key] for key in CLIENT_PROVENANCE if reported.get(key) is not None}
+            telemetry.update(probe.read())
+        ctx.writer.write(MeasurementLine(
+            epoch=1, timing="whole", item_unit=ctx.cell.item_unit, epoch_s=wall_s,
+            # ru_maxrss of the children: the largest process's peak, in KiB on Linux
+            host_rss_peak_bytes=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+            **telemetry))
+    reported = written.last(ClientLine)  # each of its fields is one of provenance's
+    return {} if reported is None else reported.fields()
 
 
 def _exit_text(returncode: int) -> str:
@@ -94,21 +91,3 @@ def _exit_text(returncode: int) -> str:
         except ValueError:
             return f"signal {-returncode}"
     return f"code {returncode}"
-
-
-def _records(path: str) -> list[dict[str, Any]]:
-    """The records the script's client wrote so far (lines that are not are the executor's
-    to judge)."""
-    found = []
-    try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    value = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(value, dict):
-                    found.append(value)
-    except FileNotFoundError:
-        pass
-    return found

@@ -8,7 +8,6 @@ Stdlib only, so the worker costs nothing beyond the workload's own imports.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
 from orchestrator.worker.profiling import EpochProfiler
+from orchestrator.worker.records import Line, MeasurementLine
 from orchestrator.worker.units import plural
 from orchestrator.worker.workload_code import optional_module
 
@@ -34,9 +34,10 @@ class RecordWriter:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Line) -> None:
+        """Append `record`, typed (worker/records.py): the driver reads it back the same."""
         with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+            handle.write(record.to_json() + "\n")
 
 
 class Context:
@@ -145,19 +146,13 @@ class Context:
         the same device synchronisation, no probes (the epoch's meter has them)."""
         return EpochMeter(warmup_steps=warmup_steps, sync=self._sync, block_steps=block_steps)
 
-    def end_epoch(self, epoch: int, meter: EpochMeter, **metrics: float) -> dict[str, Any]:
-        """Append the epoch's measurement record, with workload metrics named with units."""
-        record: dict[str, Any] = {
-            "record": "measurement",
-            "epoch": epoch,
-            "timing": "steps",
-            "item_unit": self.cell.item_unit,
-            **meter.summary(),
-            **metrics,
-        }
-        flops = self.flops_per_item()
-        if flops is not None:
-            record["flops_per_item"] = flops
+    def end_epoch(self, epoch: int, meter: EpochMeter, **metrics: float) -> MeasurementLine:
+        """Append the epoch's measurement record, with workload metrics named with units
+        (ValueError for a metric named as a measurement field)."""
+        figures: dict[str, Any] = dict(meter.summary())  # each a MeasurementLine field
+        record = MeasurementLine(epoch=epoch, timing="steps", item_unit=self.cell.item_unit,
+                                 flops_per_item=self.flops_per_item(), metrics=metrics,
+                                 **figures)
         if self._profiler is not None and self._epochs_started == self.epochs:
             self._profiler.stop(epoch)  # after the figures: the export is not timed
         self.writer.write(record)
@@ -171,15 +166,15 @@ class Context:
         return model_flops_per_item(self.cell.workload_package, self.params)
 
 
-def epoch_line(record: dict[str, Any], epochs: int) -> str:
+def epoch_line(record: MeasurementLine, epochs: int) -> str:
     """One epoch's figures as the cell's log shows them."""
-    unit = record["item_unit"]
-    line = (f"matrix-bench: epoch {record['epoch']}/{epochs}: "
-            f"{record['items_per_s']:,.4g} {plural(unit)}/s over {record['steps']} timed steps "
-            f"({record['items']:,.0f} {plural(unit)} in {record['train_s']:.4g} s; "
-            f"{record['warmup_steps']} warm-up steps in {record.get('warmup_s') or 0:.3g} s; "
-            f"epoch {record['epoch_s']:.4g} s)")
-    peak = record.get("mem_alloc_peak_bytes")
+    unit = record.item_unit
+    line = (f"matrix-bench: epoch {record.epoch}/{epochs}: "
+            f"{record.items_per_s:,.4g} {plural(unit)}/s over {record.steps} timed steps "
+            f"({record.items:,.0f} {plural(unit)} in {record.train_s:.4g} s; "
+            f"{record.warmup_steps} warm-up steps in {record.warmup_s or 0:.3g} s; "
+            f"epoch {record.epoch_s:.4g} s)")
+    peak = record.mem_alloc_peak_bytes
     if peak is not None:
         line += f", device memory peak {peak / 2**20:,.0f} MiB"
     return line

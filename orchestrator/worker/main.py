@@ -9,6 +9,7 @@ appends an `error` record and exits 1, so the executor can tell `failed` from `o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from orchestrator.worker.command import CommandFailed, run_command
 from orchestrator.worker.context import Context, RecordWriter, Unsupported
 from orchestrator.worker.host import cpu_model, hostname, python_version
 from orchestrator.worker.measure import FRAMEWORK_ENV
+from orchestrator.worker.records import ErrorLine, ProvenanceLine, TimingLine
 from orchestrator.worker.stack_check import cudnn_version_string, stack_mismatch
 from orchestrator.worker.workload_code import workload_module
 
@@ -61,10 +63,11 @@ def main(argv: list[str]) -> int:
         writer.write(_error_record(exc))
         code = EXIT_WORKLOAD_ERROR
     workload_s = time.perf_counter() - start
-    writer.write({"record": "timing", "workload_s": workload_s})
-    provenance = _provenance(ctx) | reported
+    writer.write(TimingLine(workload_s=workload_s))
+    provenance = dataclasses.replace(_provenance(ctx), **reported)
     if code == 0 and ctx is not None:
-        provenance |= ceiling_provenance(ctx, elapsed_s=time.perf_counter() - start)
+        provenance = dataclasses.replace(
+            provenance, **ceiling_provenance(ctx, elapsed_s=time.perf_counter() - start))
     writer.write(provenance)
     print(_end_line(provenance, workload_s, code), flush=True)
     return code
@@ -79,18 +82,17 @@ def _start_line(ctx: Context) -> str:
             f"{cell.hardware.name} ({where}), stack {cell.stack.name}")
 
 
-def _end_line(provenance: dict[str, Any], workload_s: float, code: int) -> str:
-    built = " ".join(str(provenance[k]) for k in ("framework", "framework_version")
-                     if provenance.get(k))
-    cuda = f", CUDA {provenance['cuda']}" if provenance.get("cuda") and \
-        provenance.get("gpu_model") else ""
-    device = provenance.get("gpu_model") or provenance.get("cpu_model") or "this machine"
+def _end_line(provenance: ProvenanceLine, workload_s: float, code: int) -> str:
+    built = " ".join(name for name in (provenance.framework, provenance.framework_version)
+                     if name)
+    cuda = f", CUDA {provenance.cuda}" if provenance.cuda and provenance.gpu_model else ""
+    device = provenance.gpu_model or provenance.cpu_model or "this machine"
     ended = "ran" if code == 0 else "failed"
     return (f"matrix-bench: {ended} with {built or 'no framework declared'}{cuda} on "
-            f"{device}, Python {provenance.get('python')}; {workload_s:.3g} s in the worker")
+            f"{device}, Python {provenance.python}; {workload_s:.3g} s in the worker")
 
 
-def _error_record(exc: BaseException) -> dict[str, Any]:
+def _error_record(exc: BaseException) -> ErrorLine:
     name = type(exc).__name__
     message = str(exc)
     oom = isinstance(exc, MemoryError) or name == "OutOfMemoryError" or (
@@ -98,32 +100,21 @@ def _error_record(exc: BaseException) -> dict[str, Any]:
     kind = (FailureKind.UNSUPPORTED if isinstance(exc, Unsupported) else
             FailureKind.STACK_MISMATCH if isinstance(exc, StackMismatch) else
             FailureKind.OOM if oom else FailureKind.FAILED)
-    return {"record": "error", "kind": kind.value, "type": name, "message": message[:2000]}
+    return ErrorLine(kind=kind, type=name, message=message[:2000])
 
 
-def _provenance(ctx: Context | None) -> dict[str, Any]:
+def _provenance(ctx: Context | None) -> ProvenanceLine:
     """Where the cell ran; what the workload declared, where it got that far."""
-    record: dict[str, Any] = {
-        "record": "provenance",
-        "python": python_version(),
-        "hostname": hostname(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-    }
-    if ctx is not None:
-        record |= {
-            "framework": ctx.framework,
-            "framework_version": ctx.framework_version,
-            "data_sha256": ctx.data_files,
-            "precision_switches": {str(k): str(v) for k, v in ctx.precision_switches.items()},
-        }
-    if ctx is not None and ctx.compute_device:
-        record["compute_device"] = ctx.compute_device
-    if ctx is not None and ctx.devices_used:
-        record["devices_used"] = ctx.devices_used
-    if ctx is not None and ctx.gpus > 0:
-        record |= _gpu_provenance()
-    return {k: v for k, v in record.items() if v is not None}
+    host = ProvenanceLine(python=python_version(), hostname=hostname(), cpu_model=cpu_model(),
+                          cpu_count=os.cpu_count())
+    if ctx is None:
+        return host
+    return dataclasses.replace(
+        host, framework=ctx.framework, framework_version=ctx.framework_version,
+        data_sha256=ctx.data_files,
+        precision_switches={str(k): str(v) for k, v in ctx.precision_switches.items()},
+        compute_device=ctx.compute_device or None, devices_used=ctx.devices_used or None,
+        **(_gpu_provenance() if ctx.gpus > 0 else {}))
 
 
 def _gpu_provenance() -> dict[str, Any]:
