@@ -133,8 +133,8 @@ def test_the_widest_rows_still_fit_80_columns():
     import pandas as pd
     from rich.console import Console
 
+    from orchestrator.cli.compare_view import show_comparison
     from orchestrator.report.compare import Comparison
-    from orchestrator.report.compare_view import show_comparison
 
     wide = [Comparison(config_id=f"c{i}", label="lstm_lm box/here batch_size=16 hidden=1024",
                        base_repeats=10, new_repeats=10, base_median=1_234_567.0,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.cli.workloads_view import show_workload
 from orchestrator.errors import SpecError, UnknownWorkloadError
 from orchestrator.hardware import LocalMachine
 from orchestrator.images.stack_image import own_workload_files
@@ -20,7 +21,6 @@ from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import MatrixSpec
 from orchestrator.workload_registry import load_workload
 from orchestrator.workload_scope import reported
-from orchestrator.workload_view import show_workload
 from tests.conftest import write
 
 BOX = LocalMachine(hostname="box", cpu_model=None, cpu_count=2, gpu_count=0, gpu_model=None)

@@ -31,8 +31,8 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
     before anything is written."""
     from orchestrator.dashboard.data import site_data
     from orchestrator.dashboard.pages import write_site
-    from orchestrator.database.commands import store_url
     from orchestrator.database.schema import open_store
+    from orchestrator.database.url import store_url
 
     started = time.perf_counter()
     out = site_folder(output)

@@ -3,7 +3,7 @@ job from the store's rows as `matrix advise` and the report do (report/advise.py
 report/advise_text.py's words): the job and how it is figured, a sortable table, the
 conclusions, and the figure (time to train against cost), drawn here into the site. It
 goes first on the job's workload page. A job the rows cannot answer is refused before any
-page is written (dashboard/command.py)."""
+page is written (cli/dashboard_command.py)."""
 
 from __future__ import annotations
 

@@ -124,3 +124,12 @@ def resolve(option: str | None) -> StoreURL | None:
     `none`."""
     text = option or os.environ.get(ENV) or DEFAULT
     return None if text.strip().lower() == OFF else parse_url(text.strip())
+
+
+def store_url(option: str | None) -> StoreURL:
+    """The store `--db` names (MATRIX_BENCH_DB, the default); `none` is refused: a command
+    that reads the store needs one."""
+    url = resolve(option)
+    if url is None:
+        raise StoreURLError("--db none names no results store: give its URL")
+    return url

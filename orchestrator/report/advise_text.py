@@ -1,5 +1,5 @@
 """The words and cells of an answer of report/advise.py, one wording for every place that
-shows it: `matrix advise`'s table (advise_view.py), and the job section of report.md,
+shows it: `matrix advise`'s table (cli/advise_view.py), and the job section of report.md,
 report.html (job_section.py) and the dashboard."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""`matrix db ...` and `matrix history ...`: the results store's commands (cli.py adds them).
+"""`matrix db ...` and `matrix history ...`: the results store's commands (app.py adds
+them); what `history` prints is history_view.py.
 
-Heavy modules are imported inside the commands, as in cli.py.
+Heavy modules are imported inside the commands, as in app.py.
 """
 
 from __future__ import annotations
@@ -10,19 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.database.history_view import Format
-from orchestrator.database.url import DEFAULT, ENV
+from orchestrator.cli.history_view import Format
+from orchestrator.cli.options import Db
+from orchestrator.database.url import store_url
 from orchestrator.report.compare import RULE as COMPARE_RULE
 
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from orchestrator.database.url import StoreURL
-
-DB_HELP = (f"The results store: sqlite:///PATH or postgresql://USER@HOST/DB (default: ${ENV}, "
-           f"else {DEFAULT} under the current folder).")
-Db = Annotated[str | None, typer.Option("--db", help=DB_HELP, show_default=False)]
 Workload = Annotated[list[str] | None, typer.Option(
     "--workload", help="Only these workloads (repeat, or comma-separate).")]
 Hardware = Annotated[list[str] | None, typer.Option(
@@ -38,17 +35,6 @@ db_app = typer.Typer(help="The results store: every run's records in one databas
 history_app = typer.Typer(
     help="Questions across every run in the results store (the repeat is the unit).",
     no_args_is_help=True)
-
-
-def store_url(db: str | None) -> StoreURL:
-    """The store `--db` names (MATRIX_BENCH_DB, the default); `none` is refused: a command
-    that reads the store needs one."""
-    from orchestrator.database.url import StoreURLError, resolve
-
-    url = resolve(db)
-    if url is None:
-        raise StoreURLError("--db none names no results store: give its URL")
-    return url
 
 
 @db_app.command(name="import")
@@ -154,8 +140,8 @@ def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = No
     repeats in one run) and, where rows carry a price, the cheapest per million items;
     with the run and date that measured it. Rows flagged implausible never win. Scripts
     timed as a whole: the quickest run and the cheapest, in a table of their own."""
+    from orchestrator.cli.history_view import show_frame, show_parts
     from orchestrator.database.history import best as best_of
-    from orchestrator.database.history_view import show_frame, show_parts
     from orchestrator.database.whole_history import whole_best
 
     selected = _selected(workload, hardware, stack, since, db)
@@ -200,7 +186,7 @@ def trend(workload: Workload = None, hardware: Hardware = None, stack: Stack = N
     their spread, the memory peak, the FLOP/s as a share of the datasheet peak and of the
     node's measured ceiling, and the cost per million items. Scripts timed as a whole: the
     wall time of a run and its cost, in a table of their own."""
-    from orchestrator.database.history_view import show_frame, show_parts
+    from orchestrator.cli.history_view import show_frame, show_parts
 
     selected = _selected(workload, hardware, stack, since, db)
     if selected is None:
@@ -248,8 +234,8 @@ def regressions(workload: Workload = None, hardware: Hardware = None, stack: Sta
                 baseline_runs: Annotated[int, typer.Option(
                     min=1, help="How many earlier runs the latest is compared with.")] = 5,
                 ) -> None:
+    from orchestrator.cli.history_view import show_regressions
     from orchestrator.database.history import regressions as judge
-    from orchestrator.database.history_view import show_regressions
 
     selected = _selected(workload, hardware, stack, since, db)
     if selected is None:

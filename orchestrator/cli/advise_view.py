@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orchestrator.database.commands import Db
+from orchestrator.cli.options import Db
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -121,10 +121,10 @@ def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.D
 
         return pd.concat([run_frame(local_run(run, region)) for run in dict.fromkeys(runs)],
                          ignore_index=True)
-    from orchestrator.database.commands import store_url
     from orchestrator.database.history import Filters
     from orchestrator.database.schema import open_store
     from orchestrator.database.store_rows import store_rows
+    from orchestrator.database.url import store_url
 
     conn = open_store(store_url(db), create=False)
     try:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from orchestrator.cli.compare_view import STYLE
 from orchestrator.database.history import Regression
 from orchestrator.report.compare import Verdict
-from orchestrator.report.compare_view import STYLE
 from orchestrator.report.markdown import fmt_mib, fmt_pct, fmt_rate, fmt_seconds, fmt_usd
 
 if TYPE_CHECKING:

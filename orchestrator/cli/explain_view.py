@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.database.commands import Db
+from orchestrator.cli.options import Db
 
 
 def explain_command(
@@ -31,7 +31,7 @@ def explain_command(
     another factor."""
     from rich.console import Console
 
-    from orchestrator.report.advise_view import measured
+    from orchestrator.cli.advise_view import measured
     from orchestrator.report.explain import explain
 
     chosen, effects = explain(measured(runs, db, region), workload)

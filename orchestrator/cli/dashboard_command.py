@@ -1,4 +1,4 @@
-"""`matrix dashboard -o SITE [--items N ...]`: the command; the build is build.py."""
+"""`matrix dashboard -o SITE [--items N ...]`: the command; the build is dashboard/build.py."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.database.commands import Db
+from orchestrator.cli.options import Db
 
 
 def dashboard_command(

@@ -1,0 +1,75 @@
+"""The `matrix` command line: thin commands that parse options and call one function each,
+every one registered here, in the order `matrix --help` lists them.
+
+User errors (MatrixError) become one red line and exit code 2; anything else is a bug and
+keeps its traceback. Heavy modules are imported inside the commands that need them, so
+`matrix --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import TextIO
+
+import typer
+
+from orchestrator.cli.advise_view import advise_command
+from orchestrator.cli.dashboard_command import dashboard_command
+from orchestrator.cli.explain_view import explain_command
+from orchestrator.cli.matrix_commands import build, lock, plan, run, schema, validate
+from orchestrator.cli.provider_commands import cleanup, cluster_config
+from orchestrator.cli.results_commands import COMPARE_HELP, compare, fetch, list_runs, report
+from orchestrator.cli.store_commands import db_app, history_app
+from orchestrator.cli.workload_commands import new_workload, workloads
+from orchestrator.errors import MatrixError, MatrixWarning
+
+app = typer.Typer(
+    help="Run deep-learning training benchmarks over a matrix of hardware and software stacks.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+app.add_typer(db_app, name="db")
+app.add_typer(history_app, name="history")
+app.command(name="advise")(advise_command)
+app.command(name="explain")(explain_command)
+app.command(name="dashboard")(dashboard_command)
+app.command()(run)
+app.command()(plan)
+app.command()(build)
+app.command()(lock)
+app.command(name="cluster-config")(cluster_config)
+app.command()(cleanup)
+app.command()(validate)
+app.command()(workloads)
+app.command(name="new-workload")(new_workload)
+app.command()(schema)
+app.command(name="ls")(list_runs)
+app.command()(fetch)
+app.command()(report)
+app.command(help=COMPARE_HELP)(compare)
+
+
+def _show_matrix_warnings_in_one_line() -> None:
+    """A MatrixWarning (a torn journal line, say) is one yellow line, not a source excerpt."""
+    default = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if issubclass(category, MatrixWarning):
+            typer.secho(f"warning: {message}", fg="yellow", err=True)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
+def main() -> None:
+    from orchestrator.redact import guard_logging
+
+    guard_logging()
+    _show_matrix_warnings_in_one_line()
+    try:
+        app()
+    except MatrixError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
