@@ -2,7 +2,7 @@
 precision, each in a fresh process that has already imported its framework, as a worker
 has once its workload ran: the probe's own seconds (sizing, warm-up, compilation and the
 timed blocks), its ceiling, and the spread of that ceiling over the repeats against this
-CPU's estimated upper bound (report/peaks.py). Medians of several runs.
+CPU's estimated upper bound (hardware/peaks.py). Medians of several runs.
 Usage: python bench/ceiling_cost.py [--repeats 5]
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.report.peaks import cpu_peak_estimate  # noqa: E402
+from orchestrator.hardware.peaks import cpu_peak_estimate  # noqa: E402
 
 CASES = (("torch", "fp32"), ("torch", "bf16"), ("jax", "fp32"), ("tensorflow", "fp32"))
 PROBE = """

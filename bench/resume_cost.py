@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestrator.hardware import detect_local
+from orchestrator.hardware.local import detect_local
 from orchestrator.plan.cells import Cell, expand
 from orchestrator.plan.planner import make_plan
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from orchestrator.hardware.peaks import cpu_peak_estimate
 from orchestrator.report.ceilings import with_ceilings
 from orchestrator.report.markdown import fmt_pct
-from orchestrator.report.peaks import cpu_peak_estimate
 from orchestrator.worker.ceiling import NoCeiling, measure
 from tests.conftest import PROJECT, cell_records, journal, run_cli
 

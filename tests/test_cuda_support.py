@@ -39,7 +39,7 @@ def test_a_cuda_release_drives_the_architectures_it_builds_for(gpu, cuda, proble
 
 
 def test_the_shipped_catalogue_gpus_all_have_a_compute_capability():
-    from orchestrator.hardware import EC2_INSTANCE_TYPES
+    from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 
     models = {t.gpu_model for t in EC2_INSTANCE_TYPES.values() if t.gpu_model}
     assert models and all(compute_capability(m) for m in models)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import boto3
 
-from orchestrator.hardware import EC2_INSTANCE_TYPES, described_instance_types
-from orchestrator.report.peaks import datasheet_peak
+from orchestrator.hardware.peaks import datasheet_peak
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES, described_instance_types
 from tests.test_spec import GOOD, error_of
 
 EC2_GOOD = GOOD.replace("{name: box, kind: local}",

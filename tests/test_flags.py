@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.hardware.peaks import cpu_peak_estimate
 from orchestrator.plan.cells import expand
-from orchestrator.report.peaks import cpu_peak_estimate
 from orchestrator.results.records import Flag, Status
 from orchestrator.spec.load import load_spec
 

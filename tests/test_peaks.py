@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.hardware import EC2_INSTANCE_TYPES
-from orchestrator.report.peaks import (
+from orchestrator.hardware.peaks import (
     DATASHEET_PEAKS,
     GPU_NAMES,
     PRECISIONS,
@@ -19,6 +18,7 @@ from orchestrator.report.peaks import (
     gpu_model_key,
     peak_gap,
 )
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 
 
 def tflops(model: str, precision: str, devices: int = 1) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.hardware import LocalMachine
+from orchestrator.hardware.local import LocalMachine
 from orchestrator.plan.planner import CELL_STARTUP_S, Selector, make_plan
 from orchestrator.results.records import CellRecord, Status
 from orchestrator.results.store import CellResult

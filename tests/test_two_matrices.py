@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.cli.workloads_view import show_workload
 from orchestrator.errors import SpecError, UnknownWorkloadError
-from orchestrator.hardware import LocalMachine
+from orchestrator.hardware.local import LocalMachine
 from orchestrator.images.stack_image import own_workload_files
 from orchestrator.plan.cells import Cell, declared, expand
 from orchestrator.plan.planner import make_plan

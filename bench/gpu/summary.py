@@ -167,7 +167,7 @@ def on_kind(device: str | None) -> str | None:
 
 def peak_claim(df: pd.DataFrame, mode: str) -> Claim:
     """Every ok row with a FLOP model found its peak; on a GPU, by the driver's name."""
-    from orchestrator.report.peaks import gpu_model_key
+    from orchestrator.hardware.peaks import gpu_model_key
 
     every = ok_rows(df)
     names = {str(m): gpu_model_key(str(m)) for m in

@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.hardware import detect_local
+from orchestrator.hardware.local import detect_local
 from orchestrator.images.build import image_stacks
 from orchestrator.images.engine import EngineUnavailable, docker_client
 from orchestrator.images.stack_image import ImageError, find_image, own_workload_files, render

@@ -23,8 +23,8 @@ from orchestrator.executors.leftovers import leftover_reason
 from orchestrator.executors.logs import cap_log, tail_of
 from orchestrator.flop_claims import FlopClaimError
 from orchestrator.flop_claims import flops_per_item as claim_flops
+from orchestrator.hardware.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.plan.cells import Cell, declared
-from orchestrator.report.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.results.columns import as_param_columns
 from orchestrator.results.records import (
     CellRecord,

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict
 
 from orchestrator.command_workloads import substitute
 from orchestrator.errors import SpecWarning
-from orchestrator.hardware import gpu_model_of
 from orchestrator.plan.identity import cell_id_of, config_id_of
 from orchestrator.plan.retry import outcome_inputs
 from orchestrator.spec.loaded import remembered, workloads_of
@@ -109,6 +108,17 @@ def incompatibility(cell: Cell) -> str | None:
             return (f"{name}={value} needs a stack with {value}; stack {cell.stack.name} "
                     f"pins {pinned}")
     return None
+
+
+def gpu_model_of(hardware: Hardware) -> str | None:
+    """The GPU a hardware entry's cells get: its own `gpu_model`, else the one its kind's
+    settings know for its instance type (EC2's catalogue, providers/aws/); None for CPU
+    hardware or a GPU no one named."""
+    if hardware.gpus == 0:
+        return None
+    if hardware.gpu_model or not hardware.instance_type:
+        return hardware.gpu_model
+    return hardware.settings.instance_gpu_model(hardware.instance_type)
 
 
 def cuda_gap(cell: Cell) -> str | None:

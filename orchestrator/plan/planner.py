@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from orchestrator.errors import MatrixError
-from orchestrator.hardware import LocalMachine
+from orchestrator.hardware.local import LocalMachine
 from orchestrator.plan.cells import Cell, declared, excluded, expand, incompatibility
 from orchestrator.plan.repeats import extra_repeats
 from orchestrator.plan.retry import kept_reason

@@ -42,7 +42,7 @@ from orchestrator.spec.model import KindSettings, use_kind_catalogue
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
-    from orchestrator.hardware import LocalMachine
+    from orchestrator.hardware.local import LocalMachine
     from orchestrator.images.ref import ImageRef
     from orchestrator.plan.cells import Cell
     from orchestrator.results.records import Record
@@ -108,6 +108,11 @@ class Provider(Protocol):
         type, a setting of another kind), or None. Shown at the entry's line."""
         ...
 
+    def host_memory_gib(self, instance_type: str) -> float | None:
+        """The memory of a machine size its catalogue has (an EC2 instance type), else
+        None: what the judge holds a row's host RSS against (report/judge.py)."""
+        ...
+
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
         """(where in the matrix, what is wrong) for a setting the provider needs, or None:
         asked of every provider, so its own section is checked whether or not used."""
@@ -162,6 +167,9 @@ class BaseProvider:
     launches = False
 
     def hardware_problem(self, hardware: Hardware) -> str | None:
+        return None
+
+    def host_memory_gib(self, instance_type: str) -> float | None:
         return None
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:

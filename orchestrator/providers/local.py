@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from orchestrator.providers import BaseProvider
 
 if TYPE_CHECKING:
-    from orchestrator.hardware import LocalMachine
+    from orchestrator.hardware.local import LocalMachine
     from orchestrator.plan.cells import Cell
 
 

@@ -10,8 +10,8 @@ journal written by hand or by another tool may carry none. Three bounds:
   that core count reaches). A GPU the peak table does not know gets "no peak", not a guess.
 - **Scaling**: a speedup above the device count (parallel efficiency above 100% plus
   `SCALING_TOLERANCE`, for cache effects) cannot come from adding devices.
-- **Memory**: a peak above the device's memory (the GPU's, or the EC2 instance's for host
-  RSS) cannot have been held.
+- **Memory**: a peak above the device's memory (the GPU's, or for host RSS the instance
+  type's, as the provider whose catalogue has it says: EC2's) cannot have been held.
 
 A row beyond a bound is flagged `implausible` with the reason and the factor; the report
 shows the reason under the row in every table, and never names it a best choice.
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import MatrixError
-from orchestrator.hardware import EC2_INSTANCE_TYPES
+from orchestrator.hardware.peaks import Peak, datasheet_peak, gpu_memory_gb, peak_gap
+from orchestrator.providers import providers
 from orchestrator.report.ceilings import (
     BELOW_DATASHEET,
     CEILING_TOLERANCE,
@@ -32,7 +33,6 @@ from orchestrator.report.ceilings import (
     with_ceilings,
 )
 from orchestrator.report.markdown import present
-from orchestrator.report.peaks import Peak, datasheet_peak, peak_gap
 from orchestrator.results.columns import from_param_columns, param_column, param_columns
 from orchestrator.results.records import Flag
 from orchestrator.worker.context import model_flops_per_item
@@ -189,9 +189,9 @@ def _memory_suspects(df: pd.DataFrame) -> pd.Series:
         suspects |= pd.to_numeric(df["mem_alloc_peak_bytes"], errors="coerce") > \
             pd.to_numeric(capacity, errors="coerce")
     if "host_rss_peak_bytes" in df and "instance_type" in df:
+        known = {name: host_memory_gib(name) for name in df["instance_type"].dropna().unique()}
         memory = df["instance_type"].map(
-            lambda name: EC2_INSTANCE_TYPES[name].memory_gib * GIB
-            if name in EC2_INSTANCE_TYPES else None)
+            lambda name: None if (gib := known.get(name)) is None else gib * GIB)
         suspects |= pd.to_numeric(df["host_rss_peak_bytes"], errors="coerce") > \
             pd.to_numeric(memory, errors="coerce")
     return suspects.fillna(False)
@@ -322,14 +322,27 @@ def memory_verdicts(row: Any) -> list[Verdict]:
         verdicts.append(Verdict(
             f"implausible: {used / GIB:,.1f} GiB of GPU memory on a {row['gpu_model']} that "
             f"holds {capacity / GIB:,.0f} GiB ({used / capacity:.1f}x)", used / capacity))
-    instance = EC2_INSTANCE_TYPES.get(str(row.get("instance_type")))
+    instance = row.get("instance_type")
+    memory = host_memory_gib(instance)
     rss = row.get("host_rss_peak_bytes")
-    if instance and present(rss) and rss > instance.memory_gib * GIB:
-        factor = rss / (instance.memory_gib * GIB)
+    if memory and present(rss) and rss > memory * GIB:
+        factor = rss / (memory * GIB)
         verdicts.append(Verdict(
-            f"implausible: {rss / GIB:,.1f} GiB resident on a {instance.name} with "
-            f"{instance.memory_gib:g} GiB of memory ({factor:.1f}x)", factor))
+            f"implausible: {rss / GIB:,.1f} GiB resident on a {instance} with "
+            f"{memory:g} GiB of memory ({factor:.1f}x)", factor))
     return verdicts
+
+
+def host_memory_gib(instance_type: object) -> float | None:
+    """The memory of a row's instance type, as the provider whose catalogue has it says
+    (EC2's: providers/aws/catalogue.py); None where none knows it. A row does not name its
+    hardware's kind, so each provider is asked."""
+    if not isinstance(instance_type, str) or not instance_type:
+        return None
+    for provider in providers():
+        if (gib := provider.host_memory_gib(instance_type)) is not None:
+            return gib
+    return None
 
 
 def gpu_memory_bytes(model: object) -> float | None:
@@ -341,8 +354,6 @@ def gpu_memory_bytes(model: object) -> float | None:
     stated = re.search(r"(\d+)\s*GB\b", model)
     if stated:
         return float(stated.group(1)) * GIB
-    from orchestrator.report.peaks import gpu_memory_gb
-
     known = gpu_memory_gb(model)
     return None if known is None else known * GIB
 

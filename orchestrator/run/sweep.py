@@ -24,7 +24,7 @@ from orchestrator.errors import DriverNodeLost
 from orchestrator.executors import remove_leftovers
 from orchestrator.executors.ceilings import forget_ceilings
 from orchestrator.executors.outcome import ToolInfo
-from orchestrator.hardware import detect_local
+from orchestrator.hardware.local import detect_local
 from orchestrator.images.build import build_images, failed_image_records, image_stacks
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell

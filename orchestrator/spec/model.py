@@ -51,6 +51,12 @@ class KindSettings(_Strict):
     # (plan/identity.py); every other setting enters it once set to other than its default
     NOT_IDENTITY: ClassVar[frozenset[str]] = frozenset()
 
+    def instance_gpu_model(self, instance_type: str) -> str | None:
+        """The GPU a machine size of this kind has, where the kind's provider keeps a
+        catalogue of them (EC2's instance types), for an entry that names no `gpu_model`
+        of its own; None where it knows none (plan/cells.py: gpu_model_of)."""
+        return None
+
 
 class Hardware(_Strict):
     """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>.

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.hardware import EC2_INSTANCE_TYPES
 from orchestrator.providers import Price
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 from orchestrator.providers.aws.pricing import PriceBook
 from orchestrator.providers.aws.settings import ec2_settings
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.executors import needs_image
-from orchestrator.hardware import instance_type_problem
 from orchestrator.providers import BaseProvider, CellGroup, Launch, Price, Say
 from orchestrator.providers.aws.aws import ecr_auth, is_ecr
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES, instance_type_problem
 from orchestrator.providers.aws.settings import aws_setting_problem
 
 HEAD_RUN_ROOT = "~/matrix-bench/runs"  # on the nodes: cell files and logs
@@ -24,7 +24,7 @@ HEAD_RUN_ROOT = "~/matrix-bench/runs"  # on the nodes: cell files and logs
 FORWARDED_ENV = ("AWS_ENDPOINT_URL",)
 
 if TYPE_CHECKING:
-    from orchestrator.hardware import LocalMachine
+    from orchestrator.hardware.local import LocalMachine
     from orchestrator.plan.cells import Cell
     from orchestrator.spec.model import Hardware, MatrixSpec
 
@@ -36,6 +36,10 @@ class AwsProvider(BaseProvider):
         if not hardware.instance_type:
             return "kind ec2 needs an instance_type (e.g. p3.2xlarge)"
         return instance_type_problem(hardware.instance_type, hardware.gpus)
+
+    def host_memory_gib(self, instance_type: str) -> float | None:
+        known = EC2_INSTANCE_TYPES.get(instance_type)
+        return known.memory_gib if known else None
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
         if spec.aws and (problem := aws_setting_problem(spec.aws)):

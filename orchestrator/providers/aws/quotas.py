@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.errors import MatrixError
-from orchestrator.hardware import EC2_INSTANCE_TYPES
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 
 # (family letters, spot) -> (quota code, quota name), as Service Quotas names them.
 QUOTAS: dict[tuple[str, bool], tuple[str, str]] = {

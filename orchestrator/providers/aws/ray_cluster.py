@@ -17,7 +17,7 @@ import shlex
 from typing import Any
 
 from orchestrator.errors import MatrixError
-from orchestrator.hardware import EC2_INSTANCE_TYPES
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 from orchestrator.providers.aws.network import RUN_TAG
 from orchestrator.providers.aws.settings import ec2_settings
 from orchestrator.spec.model import Aws, Hardware, MatrixSpec

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from orchestrator.hardware import region_problem
+from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES, region_problem
 from orchestrator.providers.aws.network import ssh_cidr_problem
 from orchestrator.spec.model import KindSettings
 
@@ -20,6 +20,11 @@ class Ec2Settings(KindSettings):
     """An EC2 entry's own keys beside its instance type (a machine size any kind may have)."""
 
     spot: bool = False  # spot capacity: cheaper, and may be interrupted
+
+    def instance_gpu_model(self, instance_type: str) -> str | None:
+        """The GPU of an instance type, as the catalogue names it (the driver's name)."""
+        known = EC2_INSTANCE_TYPES.get(instance_type)
+        return known.gpu_model if known else None
 
 
 def ec2_settings(hardware: object) -> Ec2Settings:

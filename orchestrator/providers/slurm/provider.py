@@ -22,7 +22,7 @@ from orchestrator.providers.slurm.jobs import NAME_PREFIX, time_limit_s
 from orchestrator.providers.slurm.settings import slurm_settings
 
 if TYPE_CHECKING:
-    from orchestrator.hardware import LocalMachine
+    from orchestrator.hardware.local import LocalMachine
     from orchestrator.plan.cells import Cell
     from orchestrator.spec.model import Hardware, MatrixSpec
 

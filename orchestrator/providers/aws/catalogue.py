@@ -1,18 +1,15 @@
-"""The hardware catalogue: EC2 instance types and the local machine as detected. The peak
-FLOP/s a device is judged against are in orchestrator/report/peaks.py.
+"""EC2's catalogue, the aws provider's own: the instance types cells may name, with
+their CPUs, memory and GPUs (`EC2_INSTANCE_TYPES`, shipped; `described_instance_types`
+asks AWS), and which names are instance types and regions at all. The core asks it only
+through the provider (provider.py: `hardware_problem`, `host_memory_gib`) and an ec2
+entry's settings (settings.py: `Ec2Settings.instance_gpu_model`). Light: no SDK at import.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from orchestrator.worker.host import cpu_model, hostname
-
-if TYPE_CHECKING:
-    from orchestrator.spec.model import Hardware
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,7 +20,7 @@ class InstanceType:
     vcpus: int
     memory_gib: float
     gpus: int = 0
-    gpu_model: str | None = None  # as the driver names it (peaks.datasheet_peak)
+    gpu_model: str | None = None  # as the driver names it (hardware/peaks.py)
     gpu_memory_gib: float | None = None  # per GPU
 
 
@@ -47,16 +44,6 @@ EC2_INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in (
     InstanceType("p4d.24xlarge", 96, 1152, 8, "NVIDIA A100-SXM4-40GB", 40),
     InstanceType("p5.48xlarge", 192, 2048, 8, "NVIDIA H100 80GB HBM3", 80),
 )}
-
-
-def gpu_model_of(hardware: Hardware) -> str | None:
-    """The GPU a hardware entry's cells get: its own `gpu_model`, else its instance type's
-    from the catalogue (only a kind with instance types has one: spec/load refuses another
-    kind's fields); None for CPU hardware or a GPU no one named."""
-    if hardware.gpus == 0:
-        return None
-    known = EC2_INSTANCE_TYPES.get(hardware.instance_type or "")
-    return hardware.gpu_model or (known.gpu_model if known else None)
 
 
 def instance_type_problem(name: str, gpus: int) -> str | None:
@@ -109,36 +96,3 @@ def described_instance_types(ec2: Any, names: list[str]) -> dict[str, InstanceTy
                            f"{gpu['Manufacturer']} {gpu['Name']}" if gpu else None),
                 gpu_memory_gib=gpu["MemoryInfo"]["SizeInMiB"] / 1024 if gpu else None)
     return found
-
-
-@dataclass(frozen=True)
-class LocalMachine:
-    """What this machine offers, for plans and compatibility checks."""
-
-    hostname: str
-    cpu_model: str | None
-    cpu_count: int
-    gpu_count: int
-    gpu_model: str | None
-
-
-def detect_local() -> LocalMachine:
-    """This machine's CPUs and NVIDIA GPUs (through NVML, when the driver is there)."""
-    gpu_count, gpu_model = 0, None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        gpu_count = pynvml.nvmlDeviceGetCount()
-        if gpu_count:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-            gpu_model = name.decode() if isinstance(name, bytes) else name
-    except Exception:  # no library, no driver, or no GPU: a CPU machine
-        gpu_count = 0
-    return LocalMachine(
-        hostname=hostname(),
-        cpu_model=cpu_model(),
-        cpu_count=os.cpu_count() or 1,
-        gpu_count=gpu_count,
-        gpu_model=gpu_model,
-    )
