@@ -36,11 +36,11 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 from orchestrator.executors import execute  # noqa: E402
-from orchestrator.images.build import build_images, image_stacks  # noqa: E402
 from orchestrator.plan.cells import expand  # noqa: E402
 from orchestrator.results.records import CellRecord, MeasurementRecord  # noqa: E402
+from orchestrator.run.image_builds import build_images, image_stacks  # noqa: E402
 from orchestrator.run.sweep import tool_info  # noqa: E402
-from orchestrator.spec.load import load_spec  # noqa: E402
+from orchestrator.validate import load_spec  # noqa: E402
 
 MATRIX = """name: container-overhead
 hardware: [{{name: box, kind: local}}]

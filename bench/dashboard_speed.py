@@ -3,7 +3,7 @@ over 100 runs and 50,000 rows.
 
 The store is bench/store_speed.py's history store: 100 runs, a day apart, of the same 50
 configurations x 5 repeats (25,000 cells, 50,000 measurement rows), synthetic journals
-written through the real ResultStore and imported. Timed, median of `--rounds`, each into a
+written through the real RunDirectory and imported. Timed, median of `--rounds`, each into a
 new folder: the build as a function (`build_dashboard`: read the store, write 103 pages and
 the assets), and `matrix dashboard -o DIR --db URL` as a user runs it (a fresh process). The
 site's size is recorded too.

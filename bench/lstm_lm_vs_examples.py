@@ -127,7 +127,7 @@ def child_ours(warmup: int, steps: int) -> dict[str, Any]:
     import workloads.lstm_lm.workload as workload
     from orchestrator.executors.outcome import cell_file_content
     from orchestrator.plan.cells import expand
-    from orchestrator.spec.load import load_spec
+    from orchestrator.validate import load_spec
     from orchestrator.worker.main import main as worker_main
 
     with tempfile.TemporaryDirectory() as tmp:

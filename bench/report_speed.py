@@ -3,7 +3,7 @@ derived columns, report.md and its figures, for runs of growing size.
 
 A synthetic journal (no workload runs) of C configurations of `lstm_lm` x 3 repeats x 5
 epochs on 4 hardware entries, every tenth cell failed, written through the real
-ResultStore; then `run_frame(store)` and `write_report()` are timed in this process, median
+RunDirectory; then `run_frame(store)` and `write_report()` are timed in this process, median
 of three. The judging of every row (orchestrator/report/judge.py, part of `frame()`) is also timed
 alone, on the frame it judges. Usage: python bench/report_speed.py [--configs 10 100 400]
 """
@@ -27,7 +27,7 @@ from orchestrator.report.frame import recorded, run_frame
 from orchestrator.report.judge import judged
 from orchestrator.report.writer import write_report
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 
 HARDWARE = ("c5.xlarge", "c5.18xlarge", "p3.8xlarge-1gpu", "laptop")
 # Every parameter lstm_lm's FLOP model reads, so every row is judged against a peak.
@@ -35,8 +35,8 @@ MODEL = {f"param.{k}": v for k, v in {"dataset": "synthetic", "emb_dim": 64, "hi
                                       "layers": 1, "vocab": 1000, "precision": "fp32"}.items()}
 
 
-def synthetic_run(root: Path, configs: int) -> ResultStore:
-    store = ResultStore(root)
+def synthetic_run(root: Path, configs: int) -> RunDirectory:
+    store = RunDirectory(root)
     root.mkdir(parents=True)
     n = 0
     for config in range(configs):

@@ -4,7 +4,7 @@ Resume: a journal of 1,000 finished cells (5 epochs each, as `matrix run` writes
 loaded, deduplicated and planned against its matrix, as a rerun of `matrix run` does
 before it dispatches anything: load_spec, lock and torn-tail check, read, make_plan.
 Append: one cell's batch (provenance, 5 measurements, cell record) appended and fsync'd
-through ResultStore.append, reported per batch and per record. Medians of several runs.
+through RunDirectory.append, reported per batch and per record. Medians of several runs.
 Usage: python bench/resume_cost.py [--cells 1000]
 """
 
@@ -26,8 +26,8 @@ from orchestrator.hardware.local import detect_local
 from orchestrator.plan.cells import Cell, expand
 from orchestrator.plan.planner import make_plan
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record
-from orchestrator.results.store import ResultStore
-from orchestrator.spec.load import load_spec
+from orchestrator.results.run_directory import RunDirectory
+from orchestrator.validate import load_spec
 
 EPOCHS = 5
 
@@ -62,7 +62,7 @@ def batch(cell: Cell) -> list[Record]:
 def resume(matrix: Path, run_dir: Path) -> int:
     """What `matrix run` does before dispatching; returns the cells left to run."""
     spec = load_spec(matrix)
-    store = ResultStore(run_dir)
+    store = RunDirectory(run_dir)
     store.acquire()
     try:
         return len(make_plan(spec, detect_local(), store.results()).to_run)
@@ -98,7 +98,7 @@ def main() -> None:
         matrix.write_text(matrix_text(args.cells))
         cells = expand(load_spec(matrix))
         run_dir = Path(tmp) / "run"
-        store = ResultStore(run_dir)
+        store = RunDirectory(run_dir)
         store.acquire()
         batches = [batch(cell) for cell in cells]
         append_s = []
@@ -112,7 +112,7 @@ def main() -> None:
         assert left == 0, f"{left} cells planned again: dedupe failed"
         resume_s = median_s(lambda: resume(matrix, run_dir), 5)
         half = Path(tmp) / "half"
-        half_store = ResultStore(half)
+        half_store = RunDirectory(half)
         half_store.acquire()
         for records in batches[::2]:
             half_store.append(records)

@@ -2,7 +2,7 @@
 `matrix history` over many runs. Issue 29 asks: importing a 10,000-cell run under 5 s on
 SQLite; `matrix history` under a second over 100 runs and 50,000 measurement rows.
 
-Synthetic journals (no workload runs), written through the real ResultStore with the records
+Synthetic journals (no workload runs), written through the real RunDirectory with the records
 a CPU `lstm_lm`/`gpt_lm` sweep writes: per cell a full provenance record, 2 measurement
 records (every field a CPU epoch fills) and the cell record with its parameters.
 
@@ -67,7 +67,7 @@ from orchestrator.results.records import (
     ProvenanceRecord,
     Record,
 )
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 
 PROJECT = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT / "bench" / "results" / "store_speed.json"
@@ -76,7 +76,7 @@ HARDWARE = (("c5.2xlarge", 0.34), ("c5.9xlarge", 1.53), ("m5.4xlarge", 0.768),
             ("laptop", None), ("p3.2xlarge", 3.06))
 WORKLOADS = (("lstm_lm", "word", 1.02e8), ("gpt_lm", "token", 3.46e7))
 BATCHES = (8, 16, 32, 64, 128)
-BATCH_CELLS = 100  # cells per ResultStore.append: the file is the same, with fewer fsyncs
+BATCH_CELLS = 100  # cells per RunDirectory.append: the file is the same, with fewer fsyncs
 
 
 class Config:
@@ -144,10 +144,10 @@ def cell_batch(run: str, config: Config, repeat: int, started: datetime, speed: 
 
 
 def write_journal(root: Path, run: str, started: datetime, of: list[Config], repeats_: int,
-                  speed: Callable[[Config], float], seed: int) -> ResultStore:
+                  speed: Callable[[Config], float], seed: int) -> RunDirectory:
     """A run directory whose journal holds every configuration's repeats, in sweep order."""
     rng = random.Random(seed)
-    store = ResultStore(root)
+    store = RunDirectory(root)
     root.mkdir(parents=True)
     pending: list[Record] = []
     cells = 0
@@ -272,7 +272,7 @@ def bench_import(tmp: Path, rounds: int, postgres: PostgresStores | None) -> dic
     return out
 
 
-def _write_only(engine: PostgresStores, store: ResultStore,
+def _write_only(engine: PostgresStores, store: RunDirectory,
                 attempts: list[Any]) -> Callable[[], object]:
     def run() -> None:
         results = ResultsDB.open(parse_url(engine.latest()))

@@ -79,3 +79,9 @@ class DriverNodeLost(DispatchError):
 
 class BudgetError(MatrixError):
     """A plan whose estimated cost is over the matrix's budget_usd."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, at most 200 characters, or its type where it says nothing: how
+    a failure from a tool or an SDK is shown in one line."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]

@@ -54,7 +54,7 @@ class Workloads:
         return self._with(info, folder=folder.resolve())
 
     def with_command(self, info: WorkloadInfo, code: Iterable[Path] = ()) -> Workloads:
-        """These and a command workload's declaration (command_workloads.py), with the code
+        """These and a command workload's declaration (spec/command_workloads.py), with the code
         files of its folder; WorkloadFolderError where the name is not the user's to take."""
         check_own_name(info.name)
         return self._with(info, code=tuple(code))

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 
 UNITS = {"lstm_lm": "word", "rnn_micro": "example", "transformer_ft": "sample",
          "sleep": "sample"}
 GIB = 1024 ** 3
 
 
-def cell(store: ResultStore, cell_id: str, config_id: str, workload: str, hardware: str,
+def cell(store: RunDirectory, cell_id: str, config_id: str, workload: str, hardware: str,
          params: dict[str, Any], rates: list[float], status: str = "ok", repeat: int = 1,
          stack: str = "here", gpus: int = 0, price: float | None = None,
          extra: dict[str, Any] | None = None, flags: list[str] | None = None,
@@ -44,8 +44,8 @@ def cell(store: ResultStore, cell_id: str, config_id: str, workload: str, hardwa
     store.append([provenance, *measurements, record])
 
 
-def fixture_run(root: Path) -> ResultStore:
-    store = ResultStore(root)
+def fixture_run(root: Path) -> RunDirectory:
+    store = RunDirectory(root)
     store.root.mkdir(parents=True)
     # lstm_lm, seed 000's shape: one setting, three machines (two repeats on the first);
     # each epoch has 0.02 s of warm-up and 0.05 s of evaluation around its timed steps, and

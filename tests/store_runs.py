@@ -1,5 +1,5 @@
 """Run directories for the results store's tests and benchmark: real journals written
-through ResultStore, with the records a sweep writes, at the times and speeds asked for."""
+through RunDirectory, with the records a sweep writes, at the times and speeds asked for."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 
 
 def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
@@ -16,13 +16,13 @@ def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
               epochs: int = 2, flags: dict[str, str] | None = None,
               statuses: dict[str, Status] | None = None, seed: int = 0,
               gpus: dict[str, int] | None = None,
-              errors: dict[str, str] | None = None) -> ResultStore:
+              errors: dict[str, str] | None = None) -> RunDirectory:
     """A run whose configuration `hw-stack-bs` has one repeat per speed (items/s): each a
     cell of `epochs` measurements around that speed. Configurations are named
     `HARDWARE/STACK/BATCH`; `flags`, `statuses`, `gpus` (provenance's gpu_count) and
     `errors` (a flag's reason) apply to every repeat of one."""
     rng = random.Random(seed)
-    store = ResultStore(root)
+    store = RunDirectory(root)
     store.root.mkdir(parents=True, exist_ok=True)
     clock = started
     for config, repeats in speeds.items():

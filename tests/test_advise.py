@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from orchestrator.cli.runs import local_run
 from orchestrator.report.advise import Job, advise, duration_s
 from orchestrator.report.frame import run_frame
-from orchestrator.results.runs import local_run
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 from tests.conftest import run_cli, write
 from tests.report_fixtures import cell
 
@@ -22,7 +22,7 @@ JOB = 360_000  # samples: one hour at 100 samples/s
 def known_run(tmp_path):
     """A: 100 samples/s in each of 3 repeats at $1/h; B: 380, 400, 420 at $10/h, 2 J per
     sample on its GPU counters; C: flagged; D: 2 repeats only, at $1/h."""
-    store = ResultStore(tmp_path / "known")
+    store = RunDirectory(tmp_path / "known")
     store.root.mkdir(parents=True)
     for repeat, rate in enumerate([100.0, 100.0, 100.0], start=1):
         cell(store, f"a{repeat}", "a", "sleep", "slow-cheap", {}, [rate], repeat=repeat,
@@ -154,7 +154,7 @@ def factorial_run(tmp_path):
     CPU box in fp32 and 20x in bf16 (bf16 doubles the GPU, does nothing on the CPU); the
     stack `new` (torch 2.7.1) is 0.9x `old` (torch 2.6.0) everywhere. And one flagged
     configuration whose figure would pair, left out."""
-    store = ResultStore(tmp_path / "factorial")
+    store = RunDirectory(tmp_path / "factorial")
     store.root.mkdir(parents=True)
     base = {("cpu-box", "fp32"): 100.0, ("cpu-box", "bf16"): 100.0,
             ("gpu-box", "fp32"): 1000.0, ("gpu-box", "bf16"): 2000.0}
@@ -219,7 +219,7 @@ def test_history_regressions_names_what_changed_between_the_runs(tmp_path):
     for name, day, rates, version, driver in (
             ("before", "2026-11-20", [1000.0, 1010.0, 990.0], "2.13.0", "570.86"),
             ("after", "2026-11-21", [700.0, 710.0, 690.0], "2.14.0", "580.65")):
-        store = ResultStore(tmp_path / name)
+        store = RunDirectory(tmp_path / name)
         store.root.mkdir(parents=True)
         for repeat, rate in enumerate(rates, start=1):
             cell(store, f"{name}-{repeat}", "cfg", "sleep", "gpu-box", {}, [rate],
@@ -283,7 +283,7 @@ def test_the_figure_draws_each_priced_configuration_and_the_front(known_run, tmp
 def scaling_run(tmp_path):
     """One configuration at 1, 2 and 4 GPUs of a $4/h-per-GPU machine: 1,000, 1,900 and
     3,500 samples/s, three repeats each: a serial fraction of about 0.05."""
-    store = ResultStore(tmp_path / "scaling")
+    store = RunDirectory(tmp_path / "scaling")
     store.root.mkdir(parents=True)
     for gpus, rate in ((1, 1000.0), (2, 1900.0), (4, 3500.0)):
         for repeat in (1, 2, 3):
@@ -322,7 +322,7 @@ def test_spot_prices_come_from_ec2s_price_history_with_the_rework_allowed_for(
 
     from orchestrator.providers.aws.pricing import spot_price
 
-    store = ResultStore(tmp_path / "ec2")
+    store = RunDirectory(tmp_path / "ec2")
     store.root.mkdir(parents=True)
     for repeat in (1, 2, 3):  # instance_type p4d.24xlarge, on-demand $10/h as recorded
         cell(store, f"p{repeat}", "p", "sleep", "p4d", {}, [100.0], repeat=repeat, price=10.0)
@@ -354,7 +354,7 @@ def test_recorded_start_up_is_paid_once_and_said_where_none_was_recorded(tmp_pat
     """E waited 600, 620 and 640 s in a Slurm queue on a cluster that took 300 s to boot:
     its job takes the median start-up (620 + 300 s) on top of the hour of work; F recorded
     none, and counts 0, said so."""
-    store = ResultStore(tmp_path / "startup")
+    store = RunDirectory(tmp_path / "startup")
     store.root.mkdir(parents=True)
     for repeat, queued in enumerate([600.0, 620.0, 640.0], start=1):
         cell(store, f"e{repeat}", "e", "sleep", "queued-box", {}, [100.0], repeat=repeat,

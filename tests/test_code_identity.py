@@ -10,7 +10,7 @@ from pathlib import Path
 from orchestrator.code_identity import code_hash
 from orchestrator.plan.cells import expand
 from orchestrator.scaffold import new_workload
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import assert_refused_in_one_line, journal, run_cli, write
 
 SOURCE = '''"""A model."""

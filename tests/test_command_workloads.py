@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from orchestrator.command_workloads import substitute
 from orchestrator.plan.cells import expand
-from orchestrator.spec.load import load_spec
+from orchestrator.spec.command_workloads import substitute
+from orchestrator.validate import load_spec
 from tests.conftest import (
     PROJECT,
     assert_refused_in_one_line,
@@ -307,7 +307,9 @@ def test_a_script_that_ignores_its_epochs_is_flagged(tmp_path):
     run_dir = run_train(tmp_path, "short", "{name: deaf, command: [python, train.py, "
                                            "--batch-size, '8'], epochs: 3}")
     (cell,) = cell_records(run_dir)
-    assert cell["status"] == "ok" and cell["flags"] == ["fewer_epochs"]
+    # what it is flagged for; beside another test worker its short epochs may also be
+    # dominated by warm-up, a flag of its own
+    assert cell["status"] == "ok" and "fewer_epochs" in cell["flags"]
     assert cell["error"] == ("fewer_epochs: the script reported 1 of the 3 epoch(s) asked "
                              "(does its command pass {epochs}?)")
 

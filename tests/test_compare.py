@@ -10,17 +10,17 @@ import pytest
 
 from orchestrator.report.compare import MIN_REPEATS, Verdict, compare_runs, verdict
 from orchestrator.report.frame import run_frame
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 from tests.conftest import run_cli
 from tests.test_report import add_cell
 
 NOISE = 0.015  # the run-to-run spread of the repo's real CPU runs is 1-4% (docs/PERFORMANCE.md)
 
 
-def make_run(root, factors: dict[str, float], seed: int) -> ResultStore:
+def make_run(root, factors: dict[str, float], seed: int) -> RunDirectory:
     """Configs a, b, c: 3 repeats x 2 epochs around 1000 items/s x factor; d: 2 samples."""
     rng = np.random.default_rng(seed)
-    store = ResultStore(root)
+    store = RunDirectory(root)
     store.root.mkdir(parents=True)
     for config, batch in (("a", 16), ("b", 32), ("c", 64)):
         for repeat in (1, 2, 3):
@@ -76,7 +76,7 @@ def spread_runs(root, repeats: int, spread: float, epochs: int = 20):
     epochs of one process agree with each other far better than repeats do)."""
     runs = []
     for name, centre in (("base", 1000.0), ("new", 800.0)):
-        store = ResultStore(root / name)
+        store = RunDirectory(root / name)
         store.root.mkdir(parents=True)
         for repeat in range(1, repeats + 1):
             level = centre * (1 + spread * np.linspace(-1, 1, repeats)[repeat - 1])

@@ -9,8 +9,8 @@ import pytest
 
 from orchestrator.plan.cells import expand, incompatibility
 from orchestrator.plan.identity import model_identity
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.release_index import ReleaseIndex
+from orchestrator.validate import load_spec
 from orchestrator.worker import cuda_support
 from orchestrator.worker.cell_file import CellStack
 from orchestrator.worker.cuda_support import (

@@ -21,7 +21,7 @@ import pytest
 
 from orchestrator.images.engine import docker_client
 from orchestrator.images.stack_image import find_image, push, render
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import ImageEnv, cell_records, journal, run_cli, write
 
 pytestmark = pytest.mark.docker

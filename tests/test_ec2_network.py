@@ -14,8 +14,8 @@ import yaml
 from orchestrator.providers.aws.aws import AwsError
 from orchestrator.providers.aws.cluster import Clients, ec2_cluster, prepare
 from orchestrator.providers.aws.network import ensure_security_group
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import MatrixSpec
+from orchestrator.validate import load_spec
 from tests.aws_env import (
     LoopbackLauncher,
     forget_rays_aws_clients,

@@ -23,7 +23,7 @@ from orchestrator.providers.aws.cluster import Clients, prepare
 from orchestrator.providers.ray_head.driver import DONE_LINE, RECORDS_LINE, DriverInput, Teardown
 from orchestrator.providers.ray_head.follower import JobFollower, stage_job
 from orchestrator.results.records import CellRecord
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.aws_env import LoopbackLauncher, Proxy, instances_of, live, moto_account
 from tests.conftest import PROJECT, cell_records, journal, write
 

@@ -9,7 +9,7 @@ from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, reco
 from orchestrator.hardware.peaks import cpu_peak_estimate
 from orchestrator.plan.cells import expand
 from orchestrator.results.records import Flag, Status
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 
 MATRIX = """
 name: flags

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 from orchestrator.workload_registry import load_workload
 from tests.conftest import PROJECT
 from tests.gpu_node import GPU_BENCH, IMPORT_WATCH, listed, node_environment, wheel_folder
@@ -39,7 +39,7 @@ def load_summary() -> ModuleType:
 summary = load_summary()
 
 
-def gpu_cell(store: ResultStore, cell_id: str, workload: str, params: dict[str, Any],
+def gpu_cell(store: RunDirectory, cell_id: str, workload: str, params: dict[str, Any],
              rate: float, *, device: str = "cuda:0", gpu_model: str = H100,
              power_w: float = 500.0, energy_j: float | None = None, train_s: float = 2.0,
              status: str = "ok", error: str | None = None,
@@ -78,7 +78,7 @@ TIMING = {"size": 8192, "steps": 50, "blocks": [
 
 def judged(tmp_path: Path, *cells: dict[str, Any], timing: dict[str, Any] | None = None,
            elapsed_s: float = 400) -> dict[str, Any]:
-    store = ResultStore(tmp_path / "run")
+    store = RunDirectory(tmp_path / "run")
     store.root.mkdir(parents=True)
     for index, cell in enumerate(cells):
         gpu_cell(store, f"c{index}", **cell)

@@ -16,8 +16,8 @@ import pytest
 
 from orchestrator.plan.cells import expand
 from orchestrator.plan.identity import config_id_of
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Hardware, Stack
+from orchestrator.validate import load_spec
 from orchestrator.workload_registry import load_workload
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ says 8.54e8) beside honest rows, through `matrix report`, `matrix db import` and
 `matrix history` question on SQLite and PostgreSQL, and `matrix dashboard` read in a real
 browser. Each path flags both rows with the judge's reason and never names them best.
 
-The journal (tests/journals/impossible/results.jsonl) was written through ResultStore with
+The journal (tests/journals/impossible/results.jsonl) was written through RunDirectory with
 the records a sweep writes, every parameter resolved as a worker records it."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Status
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 from tests.conftest import run_cli
 
 GIB = 1024 ** 3
@@ -19,7 +19,7 @@ SEED_000 = {"dataset": "wikitext2", "emb_dim": 1024, "hidden": 1024, "layers": 1
             "batch_size": 128, "seq_len": 128, "precision": "fp32"}
 
 
-def journal_cell(store: ResultStore, cell_id: str, workload: str, hardware: str,
+def journal_cell(store: RunDirectory, cell_id: str, workload: str, hardware: str,
                  params: dict, rate: float, unit: str, gpu_model: str | None = None,
                  gpus: int = 0, extra: dict | None = None, instance_type: str | None = None,
                  config_id: str | None = None) -> None:
@@ -36,15 +36,15 @@ def journal_cell(store: ResultStore, cell_id: str, workload: str, hardware: str,
                    **{f"param.{k}": v for k, v in params.items()})])
 
 
-def report_of(store: ResultStore, tmp_path) -> tuple[str, pd.DataFrame]:
+def report_of(store: RunDirectory, tmp_path) -> tuple[str, pd.DataFrame]:
     done = run_cli("report", str(store.root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return ((store.root / "report.md").read_text(),
             pd.read_parquet(store.root / "results.parquet"))
 
 
-def new_store(tmp_path) -> ResultStore:
-    store = ResultStore(tmp_path / "judged")
+def new_store(tmp_path) -> RunDirectory:
+    store = RunDirectory(tmp_path / "judged")
     store.root.mkdir()
     return store
 
@@ -158,7 +158,7 @@ GPT2 = {"preset": "gpt2", "n_layer": 12, "n_head": 12, "d_model": 768, "max_cont
 H100 = "NVIDIA H100 80GB HBM3"
 
 
-def gpt2_row(store: ResultStore, cell_id: str, rate: float, flops: float,
+def gpt2_row(store: RunDirectory, cell_id: str, rate: float, flops: float,
              version: str | None) -> None:
     ident = {"run": "judged", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
     store.append([
@@ -211,7 +211,7 @@ def test_without_a_model_the_recorded_count_is_the_workloads_own_claim(tmp_path)
     assert "↳ the workload's own FLOP count (no model)" in report
 
 
-def a100_row(store: ResultStore, cell_id: str, params: dict, devices_used: int | None) -> None:
+def a100_row(store: RunDirectory, cell_id: str, params: dict, devices_used: int | None) -> None:
     """gpt_lm GPT-2 small in bf16 at 150,000 tokens/s on a node of 8 A100s: 128.2 TFLOP/s."""
     ident = {"run": "judged", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
     store.append([

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from orchestrator.plan.cells import expand, incompatibility
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from orchestrator.workload_registry import load_workload
 from tests import cells as cell_files
 from tests.conftest import PROJECT, SHARED_DATA, cell_records, journal, run_cli

@@ -1,7 +1,8 @@
 """The house stays walkable: no import cycle between the orchestrator's modules (counting
-lazy and TYPE_CHECKING imports too), no module over the size a reader takes in, and the
-worker package and the `matrix_bench` client import nothing of the driver's (they are the
-code every stack image carries)."""
+lazy and TYPE_CHECKING imports too), no folder importing one above it in the cell's order
+(LAYERS), no module over the size a reader takes in, and the worker package and the
+`matrix_bench` client import nothing of the driver's (they are the code every stack image
+carries)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ from tests.conftest import PROJECT
 
 MAX_MODULE_LINES = 400
 WORKER_MAY_IMPORT = ("orchestrator.worker", "orchestrator.errors")
+
+# orchestrator/'s folders and top-level modules, lowest first, in the order of a cell's path
+# (docs/ARCHITECTURE.md: the cell's path through the folders): each may import, at run time
+# (lazily too), only what stands before it, so no loop between folders can come back. An
+# import under TYPE_CHECKING names a type in an annotation, no dependency: it is left out
+# here (the module cycle test above still counts it). The registries sit low so the plan,
+# the images and the run ask them without importing an executor or a provider.
+LAYERS = (
+    "errors", "worker", "redact", "failpoints", "plugins", "code_identity", "flop_claims",
+    "hardware", "workload_packages", "results", "workload_registry", "workload_scope",
+    "workload_declarations", "spec", "registry", "plan", "images", "validate", "executors",
+    "report", "database", "run", "providers", "dashboard", "scaffold", "cli",
+)
 
 
 def modules() -> dict[str, Path]:
@@ -24,10 +38,17 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(path: Path, known: dict[str, Path]) -> set[str]:
-    """The orchestrator modules `path` imports, wherever the import statement stands."""
+def imports_of(path: Path, known: dict[str, Path], annotations: bool = True) -> set[str]:
+    """The orchestrator modules `path` imports, wherever the import statement stands; those
+    under `if TYPE_CHECKING:` only with `annotations`."""
+    tree = ast.parse(path.read_text())
+    typing_only = set() if annotations else {
+        id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+        and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
@@ -35,6 +56,22 @@ def imports_of(path: Path, known: dict[str, Path]) -> set[str]:
             names = [alias.name for alias in node.names]
         found |= {name for name in names if name in known}
     return found
+
+
+def layer_of(module: str) -> str | None:
+    """The folder or top-level module of orchestrator/ that `module` belongs to (None for
+    the package itself and for matrix_bench)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "orchestrator" and len(parts) > 1 else None
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[str, ...]) -> list[str]:
+    """'importer -> imported' for each import of a layer that stands above the importer's."""
+    rank = {layer: index for index, layer in enumerate(layers)}
+    return sorted(f"{source} -> {target}" for source, targets in graph.items()
+                  for target in targets
+                  if (a := layer_of(source)) and (b := layer_of(target)) and a != b
+                  and rank[b] > rank[a])
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -81,6 +118,21 @@ def test_no_import_cycle_between_the_orchestrators_modules():
     known = modules()
     graph = {name: imports_of(path, known) - {name} for name, path in known.items()}
     assert cycles(graph) == []
+
+
+def test_the_layer_rule_finds_an_upward_import():
+    graph = {"orchestrator.plan.cells": {"orchestrator.spec.model"},
+             "orchestrator.spec.load": {"orchestrator.plan.cells"}}
+    assert upward_imports(graph, ("spec", "plan")) == [
+        "orchestrator.spec.load -> orchestrator.plan.cells"]
+
+
+def test_no_folder_imports_one_above_it_in_the_cells_order():
+    known = modules()
+    layers = {layer for name in known if (layer := layer_of(name))}
+    assert layers - set(LAYERS) == set(), "place each new folder or module in LAYERS"
+    graph = {name: imports_of(path, known, annotations=False) for name, path in known.items()}
+    assert upward_imports(graph, LAYERS) == []
 
 
 def test_no_module_is_longer_than_a_reader_takes_in():

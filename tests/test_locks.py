@@ -16,9 +16,9 @@ from orchestrator.images import wheels
 from orchestrator.images.locks import lock_pins, locked_cuda
 from orchestrator.images.stack_image import image_problems, render
 from orchestrator.plan.identity import model_identity
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
 from orchestrator.spec.release_index import ReleaseIndex
+from orchestrator.validate import load_spec
 from tests.conftest import run_cli, write
 from tests.wheel_files import wheel
 

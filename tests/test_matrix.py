@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.plan.cells import excluded, expand, incompatibility
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 
 BASE = """
 name: grid

@@ -8,8 +8,8 @@ import pytest
 from orchestrator.hardware.local import LocalMachine
 from orchestrator.plan.planner import CELL_STARTUP_S, Selector, make_plan
 from orchestrator.results.records import CellRecord, Status
-from orchestrator.results.store import CellResult
-from orchestrator.spec.load import load_spec
+from orchestrator.results.run_directory import CellResult
+from orchestrator.validate import load_spec
 from orchestrator.workload_registry import load_workload
 from tests.test_plan import PLANNED
 

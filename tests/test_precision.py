@@ -23,7 +23,7 @@ from orchestrator.results.records import (
     Status,
     parse_record,
 )
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 from orchestrator.worker.records import ENVELOPE
 from orchestrator.workload_registry import load_workload
 from tests import cells
@@ -120,7 +120,7 @@ def batch(cell_id: str, **provenance: Any) -> list[Record]:
 
 
 def test_the_switches_go_from_the_journal_to_parquet_as_json_text(tmp_path: Path) -> None:
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a", precision_switches=TRUE_FP32))
     store.append(batch("b"))  # no switches: a worker without a framework
     write_results(store)

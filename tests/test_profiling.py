@@ -9,7 +9,7 @@ import json
 import pytest
 
 from orchestrator.plan.cells import expand
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import cell_records, run_cli
 
 MATRIX = """

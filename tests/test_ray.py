@@ -38,7 +38,7 @@ def test_a_cell_no_node_can_start_is_given_up_as_node_lost(ray_cluster, matrix_f
     from orchestrator.executors.outcome import ToolInfo
     from orchestrator.plan.cells import expand
     from orchestrator.run.dispatch import RayDispatcher
-    from orchestrator.spec.load import load_spec
+    from orchestrator.validate import load_spec
 
     # node-a offers its hw resource but no GPU: a 1-GPU cell of it can never start.
     spec = load_spec(matrix_file("""

@@ -17,7 +17,7 @@ from orchestrator.providers.aws.ray_cluster import (
     node_setup,
     validated,
 )
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import PROJECT, run_cli, write
 
 pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier

@@ -9,10 +9,10 @@ from orchestrator.report.analysis import config_summary
 from orchestrator.report.frame import run_frame
 from orchestrator.report.writer import render
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 
 
-def add_cell(store: ResultStore, cell_id: str, config_id: str, workload: str,
+def add_cell(store: RunDirectory, cell_id: str, config_id: str, workload: str,
              rates: list[float], params: dict, status: str = "ok", repeat: int = 1,
              error: str | None = None) -> None:
     ident = {"run": "r", "cell_id": cell_id, "config_id": config_id, "repeat": repeat}
@@ -27,8 +27,8 @@ def add_cell(store: ResultStore, cell_id: str, config_id: str, workload: str,
 
 
 @pytest.fixture
-def store(tmp_path) -> ResultStore:
-    store = ResultStore(tmp_path / "run")
+def store(tmp_path) -> RunDirectory:
+    store = RunDirectory(tmp_path / "run")
     store.root.mkdir()
     # lstm_lm batch 16: two repeats, samples 100, 102, 98, 100 -> median 100, spread 4%
     add_cell(store, "a1", "cfg16", "lstm_lm", [100, 102], {"batch_size": 16}, repeat=1)

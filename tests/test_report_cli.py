@@ -48,11 +48,11 @@ def test_a_run_in_s3_is_fetched_and_reported(moto_server, tmp_path):
 
 
 def test_scaling_finds_the_one_gpu_twin_in_another_run(tmp_path):
-    from orchestrator.results.store import ResultStore
+    from orchestrator.results.run_directory import RunDirectory
     from tests.report_fixtures import cell
 
     for name, gpus, rate in (("one-gpu", 1, 100.0), ("two-gpus", 2, 180.0)):
-        store = ResultStore(tmp_path / name)
+        store = RunDirectory(tmp_path / name)
         store.root.mkdir()
         cell(store, f"ft-{gpus}", f"ft-{gpus}", "transformer_ft", f"p4d-{gpus}gpu",
              {"precision": "fp32"}, [rate], stack="torch-cu126", gpus=gpus, price=32.77)

@@ -22,7 +22,7 @@ from orchestrator.results.records import (
     MeasurementRecord,
     ProvenanceRecord,
 )
-from orchestrator.results.store import JournalWarning, ResultStore
+from orchestrator.results.run_directory import JournalWarning, RunDirectory
 from orchestrator.workload_registry import available_workloads, load_workload
 from tests.conftest import PROJECT
 
@@ -41,7 +41,7 @@ def batch(cell_id: str, status: str = "ok", epochs: int = 2, rate: float = 100.0
 
 
 def test_batches_round_trip(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a"))
     store.append(batch("b", status="failed", epochs=0))
     results = {r.cell.cell_id: r for r in store.results()}
@@ -52,7 +52,7 @@ def test_batches_round_trip(tmp_path):
 
 
 def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a"))
     with open(store.journal, "a") as handle:
         handle.write('{"schema_version": 1, "run": "r", "cell_id": "b", "rec')
@@ -62,7 +62,7 @@ def test_a_torn_last_line_is_dropped_with_a_warning(tmp_path):
 
 
 def test_a_torn_tail_is_cut_before_the_next_batch_is_appended(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a"))
     good = store.journal.read_bytes()
     with open(store.journal, "ab") as handle:
@@ -75,7 +75,7 @@ def test_a_torn_tail_is_cut_before_the_next_batch_is_appended(tmp_path):
 
 
 def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a"))
     store.journal.write_bytes(store.journal.read_bytes().rstrip(b"\n"))
     store.acquire()
@@ -85,14 +85,14 @@ def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
 
 
 def test_a_journal_of_cells_without_measurements_makes_a_frame(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a", status="node_lost", epochs=0))
     df = run_frame(store)
     assert list(df["status"]) == ["node_lost"] and df["speedup_ratio"].isna().all()
 
 
 def test_a_torn_batch_is_not_counted_twice(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a", rate=1.0)[:-1])  # killed before the cell record
     store.append(batch("a", rate=2.0))  # the rerun
     (result,) = store.results()
@@ -100,7 +100,7 @@ def test_a_torn_batch_is_not_counted_twice(tmp_path):
 
 
 def test_the_final_attempt_wins(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a", status="timeout", epochs=0))
     store.append(batch("a", rate=3.0))
     (result,) = store.results()
@@ -108,7 +108,7 @@ def test_the_final_attempt_wins(tmp_path):
 
 
 def test_newer_schema_is_refused_not_misread(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a"))
     line = json.loads(store.journal.read_text().splitlines()[0])
     line["schema_version"] = SCHEMA_VERSION + 1
@@ -119,12 +119,12 @@ def test_newer_schema_is_refused_not_misread(tmp_path):
 
 
 def test_a_live_owner_locks_the_run_directory(tmp_path):
-    first = ResultStore(tmp_path / "run")
+    first = RunDirectory(tmp_path / "run")
     first.acquire()
     with pytest.raises(RunLockedError, match=f"pid {os.getpid()}"):
-        ResultStore(tmp_path / "run").acquire()
+        RunDirectory(tmp_path / "run").acquire()
     first.release()
-    ResultStore(tmp_path / "run").acquire()  # free again
+    RunDirectory(tmp_path / "run").acquire()  # free again
 
 
 def test_a_dead_owners_lock_is_taken_over(tmp_path):
@@ -135,12 +135,12 @@ def test_a_dead_owners_lock_is_taken_over(tmp_path):
 
     (tmp_path / "run" / "run.lock").write_text(
         json.dumps({"pid": int(dead), "host": socket.gethostname()}))
-    ResultStore(tmp_path / "run").acquire()
+    RunDirectory(tmp_path / "run").acquire()
     assert json.loads((tmp_path / "run" / "run.lock").read_text())["pid"] == os.getpid()
 
 
 def test_parquet_is_the_flat_join(tmp_path):
-    store = ResultStore(tmp_path)
+    store = RunDirectory(tmp_path)
     store.append(batch("a", rate=10.0))
     store.append(batch("b", status="crashed", epochs=0))
     write_results(store)
@@ -181,7 +181,7 @@ def test_a_version_1_journal_is_migrated_on_read(tmp_path):
              {**v1, "record": "cell", "status": "ok", "started_at": "2026-01-01T00:00:00",
               "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    (result,) = ResultStore(tmp_path).results()
+    (result,) = RunDirectory(tmp_path).results()
     assert result.cell.schema_version == SCHEMA_VERSION == 4
     assert result.measurements[0].items_per_s == 5.0
     assert result.measurements[0].timing == "steps"

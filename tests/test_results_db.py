@@ -61,9 +61,9 @@ def test_a_run_imports_whole_and_a_second_import_or_a_copy_adds_nothing(store_ur
         again = results.import_run(run)
         assert (again.attempts, again.new_attempts, again.new_measurements) == (4, 0, 0)
         copy = shutil.copytree(run.root, tmp_path / "downloaded" / "night-1")
-        from orchestrator.results.store import ResultStore
+        from orchestrator.results.run_directory import RunDirectory
 
-        assert results.import_run(ResultStore(copy)).new_attempts == 0
+        assert results.import_run(RunDirectory(copy)).new_attempts == 0
         samples = repeats(results.db, Filters())
     finally:
         results.close()
@@ -96,11 +96,11 @@ WRITER = """
 import sys
 from pathlib import Path
 from orchestrator.database.live import SweepIndex
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 index = SweepIndex.open(sys.argv[1], warn=lambda line: sys.exit(line))
-store = ResultStore(Path(sys.argv[2]))
+store = RunDirectory(Path(sys.argv[2]))
 attempts = store.attempts()
-index.store = ResultStore(Path(sys.argv[3]))  # where the sweep journals
+index.store = RunDirectory(Path(sys.argv[3]))  # where the sweep journals
 for attempt in attempts:  # one transaction per attempt, as a sweep writes
     index.add([*( [attempt.provenance] if attempt.provenance else []),
                *attempt.measurements, attempt.cell])

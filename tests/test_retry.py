@@ -9,9 +9,9 @@ import pytest
 from orchestrator.plan.planner import make_plan
 from orchestrator.plan.retry import RetryError, outcome_inputs, parse_retry
 from orchestrator.results.records import CellRecord, Status
-from orchestrator.results.store import CellResult
-from orchestrator.spec.load import load_spec
+from orchestrator.results.run_directory import CellResult
 from orchestrator.spec.model import Stack
+from orchestrator.validate import load_spec
 from tests.conftest import cell_records, run_cli
 from tests.test_planner import NO_GPU
 

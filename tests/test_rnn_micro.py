@@ -13,7 +13,7 @@ import torch
 
 from orchestrator.plan.cells import expand
 from orchestrator.results.records import MeasurementRecord
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from orchestrator.worker.context import Unsupported
 from orchestrator.workload_registry import load_workload
 from tests import cells

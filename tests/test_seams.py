@@ -20,12 +20,12 @@ from typing import ClassVar
 import pytest
 from rich.console import Console
 
-from orchestrator import providers
 from orchestrator.errors import SpecError
 from orchestrator.executors import execute
 from orchestrator.providers import BaseProvider, Launch, Price, ProviderKind, register_provider
+from orchestrator.registry import providers
 from orchestrator.run.sweep import SweepOptions, run_sweep
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import PROJECT, journal, run_cli
 from tests.wheel_files import wheel
 
@@ -120,7 +120,7 @@ def test_without_the_package_its_executor_is_one_located_line(matrix_file, tmp_p
 IDS = """
 import json, sys
 from orchestrator.plan.cells import expand
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 print(json.dumps([sorted(c.config_id for c in expand(load_spec(p))) for p in sys.argv[1:]]))
 """
 

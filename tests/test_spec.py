@@ -6,8 +6,7 @@ import pytest
 
 from orchestrator.errors import SpecError
 from orchestrator.images.stack_image import image_problems
-from orchestrator.spec.json_schema import json_schema
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import json_schema, load_spec
 from tests.conftest import run_cli
 
 GOOD = """

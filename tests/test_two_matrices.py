@@ -16,9 +16,9 @@ from orchestrator.hardware.local import LocalMachine
 from orchestrator.images.stack_image import own_workload_files
 from orchestrator.plan.cells import Cell, declared, expand
 from orchestrator.plan.planner import make_plan
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import MatrixSpec
+from orchestrator.validate import load_spec
 from orchestrator.workload_registry import load_workload
 from orchestrator.workload_scope import reported
 from tests.conftest import write

@@ -13,8 +13,8 @@ import pytest
 
 from orchestrator.images.stack_image import render
 from orchestrator.plan.cells import expand
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import Images, Stack
+from orchestrator.validate import load_spec
 from orchestrator.workload_registry import folder_code
 from tests.conftest import (
     PROJECT,

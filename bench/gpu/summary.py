@@ -381,9 +381,9 @@ def judge(run_dir: Path, mode: str, timing: dict[str, Any], elapsed_s: float | N
           ) -> dict[str, Any]:
     """Everything summary.json holds."""
     from orchestrator.report.frame import run_frame
-    from orchestrator.results.store import ResultStore
+    from orchestrator.results.run_directory import RunDirectory
 
-    df = run_frame(ResultStore(run_dir))
+    df = run_frame(RunDirectory(run_dir))
     if not len(df) or "status" not in df:
         claims = [Claim("every cell ok or unsupported with a reason", False,
                         "the run holds no cell")]

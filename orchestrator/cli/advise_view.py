@@ -116,8 +116,8 @@ def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.D
     if runs and db:
         raise AdviseError("give run directories or --db, not both")
     if runs:
+        from orchestrator.cli.runs import local_run
         from orchestrator.report.frame import run_frame
-        from orchestrator.results.runs import local_run
 
         return pd.concat([run_frame(local_run(run, region)) for run in dict.fromkeys(runs)],
                          ignore_index=True)

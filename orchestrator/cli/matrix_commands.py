@@ -80,9 +80,9 @@ def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
 def build(matrix_file: MatrixFile, output: Output = None) -> None:
     """Build the image of every stack that runs in one (only those missing), and push them
     where the matrix names a registry."""
-    from orchestrator.images.build import build_images, image_stacks
+    from orchestrator.run.image_builds import build_images, image_stacks
     from orchestrator.run.sweep import run_dir_for
-    from orchestrator.spec.load import load_spec
+    from orchestrator.validate import load_spec
 
     spec = load_spec(matrix_file)
     stacks = image_stacks(spec)
@@ -110,9 +110,20 @@ def lock(matrix_file: Annotated[Path | None, typer.Argument(
          ) -> None:
     """Write each image stack's lock file (<locks>/<stack>.txt): its packages resolved by uv
     for the stack's Python and the images' platform, every one pinned by its hash."""
-    from orchestrator.images.resolver import lock_command
+    from orchestrator.images.locks import lock_from_wheelhouse
+    from orchestrator.images.resolver import LockError, make_locks
+    from orchestrator.validate import load_spec
 
-    lock_command(matrix_file, stack or [], wheelhouse, output, typer.echo)
+    if matrix_file is None and wheelhouse is not None and output is not None and not stack:
+        text = lock_from_wheelhouse(wheelhouse)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"{output}: {len(text.splitlines()) - 1} pinned packages")
+    elif matrix_file is not None and wheelhouse is None and output is None:
+        make_locks(load_spec(matrix_file), stack or [], typer.echo)
+    else:
+        raise LockError("give a matrix (matrix lock MATRIX [--stack NAME]), or --wheelhouse "
+                        "DIR -o FILE and no matrix")
 
 
 def validate(
@@ -123,8 +134,8 @@ def validate(
     still need before they can build (a lock file). A framework version newer than the
     release tables is looked up on the package index (5 s at most)."""
     from orchestrator.cli.plan_view import grid_counts, validation_notes
-    from orchestrator.spec.load import load_spec
     from orchestrator.spec.release_index import ReleaseIndex
+    from orchestrator.validate import load_spec
 
     spec = load_spec(matrix_file, ReleaseIndex.offline() if offline else ReleaseIndex.here())
     typer.echo(f"{matrix_file}: ok: {grid_counts(spec)}; `matrix plan` says which run here")
@@ -136,5 +147,5 @@ def schema() -> None:
     """Print the JSON Schema of the matrix file (for editors)."""
     import json
 
-    from orchestrator.spec.json_schema import json_schema
+    from orchestrator.validate import json_schema
     typer.echo(json.dumps(json_schema(), indent=2))

@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.hardware.local import detect_local
-from orchestrator.images.build import image_stacks
 from orchestrator.images.engine import EngineUnavailable, docker_client
 from orchestrator.images.stack_image import ImageError, find_image, own_workload_files, render
 from orchestrator.plan.cells import Cell, excluded, expand
@@ -23,12 +22,13 @@ from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.providers import provider_for
 from orchestrator.results.columns import as_param_columns
 from orchestrator.results.records import Status
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 from orchestrator.run.costs import over_budget, plan_cost_usd, plan_prices
+from orchestrator.run.image_builds import image_stacks
 from orchestrator.run.progress import varying_params
 from orchestrator.run.sweep import run_dir_for
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.model import MatrixSpec
+from orchestrator.validate import load_spec
 
 PlanFormat = Literal["text", "json", "csv"]
 EXCLUDED = "excluded by"  # how the planner words a cell an exclude rule removed
@@ -41,7 +41,7 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
     reason; images, time and cost), every cell with `verbose`, or every cell as JSON or CSV
     on stdout for scripts."""
     spec = load_spec(spec_path)
-    store = ResultStore(run_dir_for(spec, output))
+    store = RunDirectory(run_dir_for(spec, output))
     plan = make_plan(spec, detect_local(), store.results(), only, None, rerun, retry=retry)
     if form != "text":
         write_cells(plan, form)

@@ -38,7 +38,7 @@ def cleanup(
     instances, key pairs, security groups; Slurm jobs), and list it; a provider that cannot
     be asked (no credentials, no Slurm) is named, with exit code 1."""
     from orchestrator.providers import provider_names, remove_leftovers
-    from orchestrator.results.store import owned_runs
+    from orchestrator.results.run_directory import owned_runs
 
     names = provider or provider_names()
     actions, failures = remove_leftovers(names, set(owned_runs(reports)), dry_run, region)

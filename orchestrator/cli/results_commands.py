@@ -15,7 +15,7 @@ from orchestrator.report.compare import RULE as COMPARE_RULE
 def list_runs(reports: Annotated[Path, typer.Option(help="Where runs live.")] = Path("reports"),
               ) -> None:
     """List the runs under reports/ with their cells per status."""
-    from orchestrator.results.store import list_runs as find_runs
+    from orchestrator.results.run_directory import list_runs as find_runs
 
     runs = find_runs(reports)
     if not runs:
@@ -52,11 +52,11 @@ def report(
 ) -> None:
     """Write the parquet of one or many runs merged, and report.md with its plots: tables per
     workload (and in the seeds' shapes), best choices, scaling, cost, failures, environment."""
+    from orchestrator.cli.runs import local_run
     from orchestrator.errors import RunDirError
     from orchestrator.report.frame import merged_frame, run_frame
     from orchestrator.report.writer import write_report
-    from orchestrator.results.runs import local_run
-    from orchestrator.results.store import write_parquet
+    from orchestrator.results.run_directory import write_parquet
     from orchestrator.run.interrupts import signals_deferred
     from orchestrator.spec.job import common_job
 
@@ -103,9 +103,9 @@ def compare(
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
 ) -> None:
     from orchestrator.cli.compare_view import show_comparison
+    from orchestrator.cli.runs import local_run
     from orchestrator.report.compare import comparable, compare_runs
     from orchestrator.report.frame import run_frame
-    from orchestrator.results.runs import local_run
 
     base_frame = comparable(run_frame(local_run(base, region)), "BASE", base)
     new_frame = comparable(run_frame(local_run(new, region)), "NEW", new)

@@ -45,8 +45,8 @@ def import_runs(
     region: Annotated[str | None, typer.Option(help="The bucket's region, for s3://.")] = None,
 ) -> None:
     """Add runs to the store from their journals; what is there already is kept as it is."""
+    from orchestrator.cli.runs import local_run
     from orchestrator.database.results_db import ResultsDB
-    from orchestrator.results.runs import local_run
 
     stores = [local_run(source, region) for source in sources]  # every one found first
     results = ResultsDB.open(store_url(db))

@@ -44,8 +44,8 @@ def matrix_workloads(matrix: Path | None) -> Workloads:
     installed packages; those alone without a matrix."""
     if matrix is None:
         return Workloads()
-    from orchestrator.spec.load import load_spec
     from orchestrator.spec.loaded import workloads_of
+    from orchestrator.validate import load_spec
 
     return workloads_of(load_spec(matrix))
 

@@ -33,7 +33,7 @@ from orchestrator.dashboard.content import (
 from orchestrator.dashboard.data import Run, SiteData, page_name
 from orchestrator.dashboard.job_block import job_block
 from orchestrator.dashboard.vendor import chart_script
-from orchestrator.results.store import atomic_write
+from orchestrator.results.run_directory import atomic_write
 
 if TYPE_CHECKING:
     from orchestrator.report.advise import Advice

@@ -12,7 +12,7 @@ from orchestrator.database.results_db import ResultsDB
 from orchestrator.database.rows import as_result, run_key
 from orchestrator.database.url import StoreURL, resolve
 from orchestrator.results.records import Record
-from orchestrator.results.store import ResultStore
+from orchestrator.results.run_directory import RunDirectory
 
 
 class SweepIndex:
@@ -21,7 +21,7 @@ class SweepIndex:
     def __init__(self, results: ResultsDB, warn: Callable[[str], None]) -> None:
         self.results, self.warn = results, warn
         self.key: str | None = None
-        self.store: ResultStore | None = None
+        self.store: RunDirectory | None = None
         self.lost = False
 
     @classmethod
@@ -30,7 +30,7 @@ class SweepIndex:
         url: StoreURL | None = resolve(option)
         return None if url is None else cls(ResultsDB.open(url), warn)
 
-    def catch_up(self, store: ResultStore) -> None:
+    def catch_up(self, store: RunDirectory) -> None:
         """Index what the run's journal holds already (earlier sweeps of it, or attempts
         journalled while the store was away): nothing twice."""
         self.store = store

@@ -20,7 +20,7 @@ from orchestrator.database.rows import (
 )
 from orchestrator.database.schema import open_store
 from orchestrator.database.url import StoreURL
-from orchestrator.results.store import CellResult, ResultStore
+from orchestrator.results.run_directory import CellResult, RunDirectory
 
 CHUNK = 2000  # attempts per transaction on import: short locks for writers beside it
 
@@ -73,7 +73,7 @@ class ResultsDB:
             new_measurements = db.insert_many(INSERT_MEASUREMENT, measurements)
         return Written(len(attempts), new_cells, new_measurements)
 
-    def import_run(self, store: ResultStore, attempts: list[CellResult] | None = None
+    def import_run(self, store: RunDirectory, attempts: list[CellResult] | None = None
                    ) -> Written:
         """Every attempt of a run's journal (`attempts`: as read already); nothing twice."""
         attempts = store.attempts() if attempts is None else attempts

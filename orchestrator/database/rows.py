@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record
-from orchestrator.results.store import CellResult
+from orchestrator.results.run_directory import CellResult
 
 CELL_COLUMNS = ("attempt_id", "run_key", "cell_id", "attempt", "config_id", "repeat",
                 "workload", "hardware", "stack", "params", "status", "flags", "started_at",

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import first_line
 from orchestrator.executors.container import (
     LABEL_CELL,
     LABEL_RUN,
@@ -40,12 +41,11 @@ from orchestrator.images.engine import (
     engine_lost,
     engine_lost_errors,
     engine_name,
-    first_line,
     stopped_by_the_engine,
 )
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
-from orchestrator.providers import registry_auth
+from orchestrator.registry.providers import registry_auth
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
 

@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from orchestrator.errors import MatrixError
+from orchestrator.errors import MatrixError, first_line
 
 
 class EngineUnavailable(MatrixError):
@@ -117,5 +117,3 @@ def engine_lost(exc: BaseException, when: str = "") -> str:
     return f"the Docker engine at {engine_name()} stopped answering{when}: {first_line(exc)}"
 
 
-def first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]

@@ -68,29 +68,11 @@ def stack_requirements(spec: MatrixSpec, stack: Stack) -> list[str]:
     return needs
 
 
-def lock_command(matrix_file: Path | None, stacks: list[str], wheelhouse: Path | None,
-                 output: Path | None, say: Callable[[str], None]) -> None:
-    """`matrix lock`: a matrix's stacks resolved, or a wheelhouse pinned into one file."""
-    from orchestrator.images.locks import lock_from_wheelhouse
-    from orchestrator.spec.load import load_spec
-
-    if matrix_file is None and wheelhouse is not None and output is not None and not stacks:
-        text = lock_from_wheelhouse(wheelhouse)
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-        say(f"{output}: {len(text.splitlines()) - 1} pinned packages")
-    elif matrix_file is not None and wheelhouse is None and output is None:
-        make_locks(load_spec(matrix_file), stacks, say)
-    else:
-        raise LockError("give a matrix (matrix lock MATRIX [--stack NAME]), or --wheelhouse "
-                        "DIR -o FILE and no matrix")
-
-
 def make_locks(spec: MatrixSpec, names: list[str], say: Callable[[str], None]) -> list[Made]:
     """Resolve and write the lock of each image stack named (every one, if none is), each
     checked against its stack before it is written; LockError for a stack that is not one
     the matrix builds an image of, or a resolution that fails."""
-    from orchestrator.executors import needs_image
+    from orchestrator.registry.executors import needs_image
 
     stacks = {s.name: s for s in spec.stacks if needs_image(s)}
     unknown = [n for n in names if n not in stacks]

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
 
-from orchestrator.command_workloads import substitute
 from orchestrator.errors import SpecWarning
 from orchestrator.plan.identity import cell_id_of, config_id_of
 from orchestrator.plan.retry import outcome_inputs
+from orchestrator.spec.command_workloads import substitute
 from orchestrator.spec.loaded import remembered, workloads_of
 from orchestrator.spec.located_yaml import LocatedYaml
 from orchestrator.spec.model import (

@@ -18,9 +18,9 @@ from orchestrator.hardware.local import LocalMachine
 from orchestrator.plan.cells import Cell, declared, excluded, expand, incompatibility
 from orchestrator.plan.repeats import extra_repeats
 from orchestrator.plan.retry import kept_reason
-from orchestrator.providers import provider_for
+from orchestrator.registry.providers import provider_for
 from orchestrator.results.records import CellRecord, Status
-from orchestrator.results.store import CellResult
+from orchestrator.results.run_directory import CellResult
 from orchestrator.spec.model import MatrixSpec
 
 CELL_STARTUP_S = 3.0  # worker start, framework import, model build: for estimates without history

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from orchestrator.plan.cells import Cell, as_repeat
 from orchestrator.results.records import MeasurementRecord
-from orchestrator.results.store import CellResult
+from orchestrator.results.run_directory import CellResult
 from orchestrator.spec.model import RepeatPolicy
 
 

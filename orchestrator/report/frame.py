@@ -1,5 +1,5 @@
 """A run's rows as the report and the parquet show them: the journal's flat join
-(`ResultStore.joined`) with every derived column: the whole epoch, costs, scaling, and
+(`RunDirectory.joined`) with every derived column: the whole epoch, costs, scaling, and
 every row judged (analysis.py, judge.py). Several runs are derived together, so a
 one-GPU twin may come from another run.
 """
@@ -10,11 +10,11 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.command_workloads import declares_command
 from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
-from orchestrator.results.declarations import load_declarations
-from orchestrator.results.store import ResultStore, write_parquet
+from orchestrator.results.run_directory import RunDirectory, write_parquet
+from orchestrator.spec.command_workloads import declares_command
+from orchestrator.workload_declarations import load_declarations
 from orchestrator.workload_registry import WorkloadFolderError, WorkloadInfo
 from orchestrator.workload_scope import Workloads, report_on, reported
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def recorded(store: ResultStore) -> pd.DataFrame:
+def recorded(store: RunDirectory) -> pd.DataFrame:
     """The run's rows with the columns computed from each row alone: the whole epoch of
     rows recorded before `epoch_s`, and the cost columns. The user workloads the rows came
     from join the workloads this process reports on (workload_scope.reported), for their
@@ -76,7 +76,7 @@ def _loads(workloads: Workloads, name: str) -> bool:
     return True
 
 
-def ceiling_probes(store: ResultStore) -> pd.DataFrame:
+def ceiling_probes(store: RunDirectory) -> pd.DataFrame:
     """Every attempt of the run that measured its node's ceiling (worker/ceiling.py), a
     rerun's earlier ones included: a node measures once per run, so the attempt that did may
     not be its cell's final one. Columns: run, hardware, stack and the provenance's node,
@@ -92,12 +92,12 @@ def ceiling_probes(store: ResultStore) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "hardware", "stack", *fields])
 
 
-def run_frame(store: ResultStore) -> pd.DataFrame:
+def run_frame(store: RunDirectory) -> pd.DataFrame:
     """One run's rows with everything derived: what the report and the parquet hold."""
     return derived(recorded(store), ceiling_probes(store))
 
 
-def merged_frame(stores: list[ResultStore]) -> pd.DataFrame:
+def merged_frame(stores: list[RunDirectory]) -> pd.DataFrame:
     """One DataFrame of every run's rows; `run_dir` says which run directory each came from
     (two runs of one matrix share their `run` name). Scaling is derived again over all of
     them: a one-GPU twin may come from another run."""
@@ -114,7 +114,7 @@ def merged_frame(stores: list[ResultStore]) -> pd.DataFrame:
     return derived(pd.concat(frames, ignore_index=True), pd.concat(probes, ignore_index=True))
 
 
-def write_results(store: ResultStore) -> pd.DataFrame:
+def write_results(store: RunDirectory) -> pd.DataFrame:
     """Write the run's results.parquet from its journal and return what it holds."""
     df = run_frame(store)
     write_parquet(df, store.parquet)

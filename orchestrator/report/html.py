@@ -16,7 +16,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.results.store import atomic_write
+from orchestrator.results.run_directory import atomic_write
 
 if TYPE_CHECKING:
     from markdown_it.token import Token

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import MatrixError
 from orchestrator.hardware.peaks import Peak, datasheet_peak, gpu_memory_gb, peak_gap
-from orchestrator.providers import providers
+from orchestrator.registry.providers import providers
 from orchestrator.report.ceilings import (
     BELOW_DATASHEET,
     CEILING_TOLERANCE,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.report.analysis import config_labels, twin_keys
 from orchestrator.report.markdown import MIB
 from orchestrator.results.columns import param_columns, param_name
-from orchestrator.results.store import atomic_write
+from orchestrator.results.run_directory import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_scope import reported
 

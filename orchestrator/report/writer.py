@@ -41,7 +41,7 @@ from orchestrator.report.plots import job_figure, labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
 from orchestrator.results.columns import param_columns, param_name
-from orchestrator.results.store import atomic_write
+from orchestrator.results.run_directory import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_scope import reported
 

@@ -1,1 +1,3 @@
-"""The journal of records, the result store that reads and writes it, and finding runs."""
+"""A run's records: their models, its journal and the run directory that keeps it
+(run_directory.py). Finding a run named on the command line is cli/runs.py's; the results
+store, every run in one database, is database/."""

@@ -19,7 +19,7 @@ from orchestrator.worker.units import ITEM_UNIT_PATTERN
 
 SCHEMA_VERSION = 4
 # Version history, and how a record of each older version is upgraded to the next one
-# (ResultStore.read applies them in turn, so any older journal stays readable):
+# (RunDirectory.read applies them in turn, so any older journal stays readable):
 #   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
 #           gpu_power_mean_w, gpu_sm_clock_mean_mhz, gpu_temp_max_c, gpu_energy_j,
 #           throttle_reasons) and peak_source may be "estimate" (the local CPU's peak).

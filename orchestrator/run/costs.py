@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BudgetError
-from orchestrator.providers import Price, provider_for
+from orchestrator.registry.providers import Price, provider_for
 from orchestrator.results.records import ProvenanceRecord, Record
 from orchestrator.run.budget import BudgetGuard
 

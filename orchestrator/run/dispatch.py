@@ -27,7 +27,7 @@ from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import ToolInfo, not_run_records
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
-from orchestrator.providers import provider_for
+from orchestrator.registry.providers import provider_for
 from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.run.budget import BudgetGuard
 from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S, StartWatch

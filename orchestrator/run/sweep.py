@@ -25,25 +25,25 @@ from orchestrator.executors import remove_leftovers
 from orchestrator.executors.ceilings import forget_ceilings
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware.local import detect_local
-from orchestrator.images.build import build_images, failed_image_records, image_stacks
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
 from orchestrator.plan.planner import Plan, Selector, make_plan
-from orchestrator.providers import Launch, Price, provider_named, providers, registered_for
+from orchestrator.registry.providers import Launch, Price, provider_named, providers, registered_for
 from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report
-from orchestrator.results.declarations import save_declarations
 from orchestrator.results.records import CellRecord, Record, Status, with_attempts
-from orchestrator.results.store import FULL, CellResult, ResultStore, disk_full
+from orchestrator.results.run_directory import FULL, CellResult, RunDirectory, disk_full
 from orchestrator.run.budget import BudgetGuard
 from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with_price
 from orchestrator.run.dispatch import RayDispatcher, SerialDispatcher
+from orchestrator.run.image_builds import build_images, failed_image_records, image_stacks
 from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
 from orchestrator.spec.job import save_job
-from orchestrator.spec.load import load_spec
 from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import MatrixSpec
+from orchestrator.validate import load_spec
+from orchestrator.workload_declarations import save_declarations
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> Sweep
     spec = load_spec(spec_path)
     index = SweepIndex.open(options.db, warn=lambda line: console.print(
         f"warning: {line}", style="yellow", markup=False, highlight=False))
-    store = ResultStore(run_dir_for(spec, options.output))
+    store = RunDirectory(run_dir_for(spec, options.output))
     try:
         store.acquire()
         previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
@@ -113,7 +113,7 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _run_locked(spec: MatrixSpec, store: ResultStore, options: SweepOptions,
+def _run_locked(spec: MatrixSpec, store: RunDirectory, options: SweepOptions,
                 console: Console, index: SweepIndex | None) -> SweepSummary:
     sweep = _Sweep(spec, store, options, console, index)
     if not store.journal.exists():  # a new run: no node has measured its ceiling in it
@@ -146,7 +146,7 @@ class _Sweep:
     """One sweep's steps and what they share: plan, preflight (prices, budget, launch
     checks), execute (images, then the cells here and on providers' nodes), finish."""
 
-    def __init__(self, spec: MatrixSpec, store: ResultStore, options: SweepOptions,
+    def __init__(self, spec: MatrixSpec, store: RunDirectory, options: SweepOptions,
                  console: Console, index: SweepIndex | None = None) -> None:
         self.spec, self.store, self.options, self.console = spec, store, options, console
         self.index = index  # the results store: earlier runs' wall times, for estimates
@@ -314,7 +314,7 @@ class _Recorder:
     number and the price are set, the batch is journalled, then indexed in the results
     store, and the progress shows it."""
 
-    store: ResultStore
+    store: RunDirectory
     prices: dict[str, Price]
     statuses: Counter[str]
     target_cv: float | None = None  # repeats: {until_cv}, recorded with each cell

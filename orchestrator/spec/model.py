@@ -60,7 +60,7 @@ class KindSettings(_Strict):
 
 class Hardware(_Strict):
     """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>.
-    Its `kind` names the provider that offers it (providers/__init__.py), whose settings
+    Its `kind` names the provider that offers it (registry/providers.py), whose settings
     model takes the entry's other keys into `settings`; the provider judges the rest."""
 
     name: Name
@@ -92,7 +92,7 @@ class Hardware(_Strict):
 
 class KindCatalogue(Protocol):
     """Which provider's settings model a hardware kind has: the providers' registry
-    (providers/__init__.py), installed when it is imported, so the schema asks it without
+    (registry/providers.py), installed when it is imported, so the schema asks it without
     importing it (the registry reads the schema's models, not the other way round)."""
 
     def settings(self, kind: str) -> type[KindSettings] | None:
@@ -127,7 +127,8 @@ def gather_settings(model: type[Hardware], data: Any) -> Any:
     shared = set(model.model_fields) - {"settings"}
     if not _CATALOGUE and set(data) - shared:
         raise RuntimeError("a hardware entry's own keys are read by the providers' registry, "
-                           "which this process has not imported (import orchestrator.providers)")
+                           "which this process has not imported "
+                           "(import orchestrator.registry.providers)")
     own = settings_model(data["kind"])
     given = data.get("settings", {})
     if own is not None and isinstance(given, own):
@@ -221,7 +222,7 @@ class WorkloadEntry(_Strict):
     """A workload and its parameter grid: any value in `params` may be a list (an axis).
 
     A workload is a built-in or an installed package's (by `name`), a folder (`path:`), or
-    a training script run as it is (`command:`, orchestrator/command_workloads.py)."""
+    a training script run as it is (`command:`, orchestrator/spec/command_workloads.py)."""
 
     name: Name
     params: dict[str, ScalarOrList] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""A command workload's cell (orchestrator/command_workloads.py): the user's training script
+"""A command workload's cell (orchestrator/spec/command_workloads.py): the user's training script
 runs as a child of the worker, in its folder, with the cell's environment.
 
 The script finds the cell through two variables (`CELL_FILE_ENV`, `OUT_FILE_ENV`), which

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.images.stack_image import render
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import ImageEnv, run_cli, write
 
 START_TIMEOUT_S = 180  # restoring after a crash, on a busy 2-core machine

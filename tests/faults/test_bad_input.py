@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from orchestrator.errors import MatrixError, SpecError
 from orchestrator.images.stack_image import image_problems
 from orchestrator.plan.cells import expand
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier

@@ -26,7 +26,7 @@ from orchestrator.images.engine import docker_client
 from orchestrator.images.stack_image import find_image, render
 from orchestrator.plan.cells import expand
 from orchestrator.results.records import Status
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import ImageEnv, cell_records, run_cli, write
 from tests.faults.docker2 import (
     STACK,

@@ -16,7 +16,7 @@ import pytest
 
 from orchestrator.results.journal import JournalLineError, NewerRecordError, parse_line
 from orchestrator.results.records import SCHEMA_VERSION
-from orchestrator.results.store import JournalWarning, ResultStore
+from orchestrator.results.run_directory import JournalWarning, RunDirectory
 from tests.conftest import cell_records, run_cli, write
 
 pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
@@ -90,7 +90,7 @@ def test_a_bad_line_is_a_located_warning_in_run_report_and_ls(run, bad):
     assert "reports/jt" in run_cli("ls", cwd=folder).stdout  # listed, with its cells
     assert (run / "results.jsonl").read_text().splitlines()[:len(lines)] == lines  # kept
     with pytest.warns(JournalWarning):
-        ended = ResultStore(run).results()
+        ended = RunDirectory(run).results()
     assert [r.cell.status for r in ended] == ["ok", "ok"]  # none lost, none rerun
 
 

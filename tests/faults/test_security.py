@@ -18,7 +18,7 @@ import yaml
 
 from orchestrator.errors import SpecError
 from orchestrator.providers.aws.ray_cluster import cluster_config, node_setup, validated
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier

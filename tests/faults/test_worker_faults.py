@@ -19,7 +19,7 @@ import pytest
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.executors.process import run_cell
 from orchestrator.plan.cells import expand
-from orchestrator.spec.load import load_spec
+from orchestrator.validate import load_spec
 from tests.conftest import PROJECT, cell_records, run_cli
 
 FAULTS = """

@@ -213,7 +213,7 @@ def _image_lock(image_id: str) -> Iterator[None]:
 def _auth_file(reference: str) -> Iterator[list[str]]:
     """`--authfile FILE` with the registry's credentials, in a folder only this user reads
     and removed afterwards; nothing where the registry needs none. Never in an argument."""
-    from orchestrator.providers import registry_auth
+    from orchestrator.registry.providers import registry_auth
 
     auth = registry_auth(reference, for_push=False)
     if auth is None:

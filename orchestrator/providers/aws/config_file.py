@@ -16,7 +16,7 @@ def write_cluster_config(matrix_file: Path, output: Path, ssh_cidr: str | None) 
     from orchestrator.providers.aws.network import ssh_cidr_problem
     from orchestrator.providers.aws.ray_cluster import ClusterConfigError, node_setup, validated
     from orchestrator.providers.aws.ray_cluster import cluster_config as render
-    from orchestrator.spec.load import load_spec
+    from orchestrator.validate import load_spec
 
     spec = load_spec(matrix_file)
     aws = spec.aws

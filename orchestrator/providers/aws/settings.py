@@ -1,7 +1,7 @@
 """What a matrix says to AWS: a `kind: ec2` hardware entry's own keys (`Ec2Settings`, which
 the core gathers from the entry's flat keys), and the `aws:` section, judged before anything
 reaches AWS: a real region, an AMI id, an SSH source that is not the internet at large, an
-S3 URI. The matrix loader (spec/load.py) turns a problem into one located line."""
+S3 URI. The validation step (validate/matrix.py) turns a problem into one located line."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ from typing import Any
 
 from rich.console import Console
 
-from orchestrator.executors import needs_image
 from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import not_run_records
 from orchestrator.images.engine import (
@@ -35,6 +34,7 @@ from orchestrator.images.stack_image import (
     render,
 )
 from orchestrator.plan.cells import Cell
+from orchestrator.registry.executors import needs_image
 from orchestrator.results.records import Record, Status
 from orchestrator.spec.model import MatrixSpec, Stack
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.results.store import ResultStore, open_existing
+from orchestrator.results.run_directory import RunDirectory, open_existing
 
 
 def cache_dir() -> Path:
     return Path.home() / ".cache" / "matrix-bench" / "s3"
 
 
-def local_run(source: str, region: str | None = None) -> ResultStore:
+def local_run(source: str, region: str | None = None) -> RunDirectory:
     """The run at `source`; an s3:// run is downloaded (again) into the cache first."""
     if not source.startswith("s3://"):
         return open_existing(source)

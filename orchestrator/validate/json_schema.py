@@ -8,9 +8,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from orchestrator.executors import executor_names
-from orchestrator.providers import hardware_kinds as registered_kinds
-from orchestrator.providers import registered_for
+from orchestrator.registry.executors import executor_names
+from orchestrator.registry.providers import hardware_kinds as registered_kinds
+from orchestrator.registry.providers import registered_for
 from orchestrator.spec.model import MatrixSpec
 
 
@@ -32,7 +32,7 @@ def json_schema() -> dict[str, Any]:
 
 def _entry_of_kind(shared: dict[str, Any], kind: str, defs: dict[str, Any]) -> dict[str, Any]:
     """A hardware entry of `kind`: the shared keys with `kind` fixed, and the kind's own."""
-    settings = registered_for(kind).settings.model_json_schema()
+    settings = registered_for(kind).settings_model().model_json_schema()
     defs.update(settings.pop("$defs", {}))
     entry = copy.deepcopy(shared)
     entry["title"] = f"Hardware of kind {kind}"

@@ -1,4 +1,6 @@
-"""The run directory and its ResultStore (docs/ARCHITECTURE.md: run identity, result records).
+"""A run's directory (`RunDirectory`; docs/ARCHITECTURE.md: run identity, result records):
+its journal, lock, logs and derived files. "The store" is the results store (database/),
+every run in one database; this is one run's folder, and its journal is the truth.
 
 `results.jsonl` is the truth: append-only, one record per line, fsync'd after each cell.
 Each cell attempt is written as one batch, provenance first and the cell record last, so a
@@ -90,7 +92,7 @@ def disk_full(path: Path, exc: OSError) -> DiskFullError:
                          "the same command again to resume")
 
 
-class ResultStore:
+class RunDirectory:
     """One run directory: journal, derived files, per-cell logs and cell files, and its lock."""
 
     def __init__(self, root: Path | str) -> None:
@@ -380,14 +382,14 @@ def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
             continue
         with warnings.catch_warnings():  # a live sweep's batch may be half written
             warnings.filterwarnings("ignore", ".*torn last line", JournalWarning)
-            for result in ResultStore(journal.parent).results():
+            for result in RunDirectory(journal.parent).results():
                 counts[result.cell.status.value] = counts.get(result.cell.status.value, 0) + 1
         runs.append((journal.parent, dict(sorted(counts.items()))))
     return runs
 
 
-def open_existing(run_dir: Path | str) -> ResultStore:
-    store = ResultStore(run_dir)
+def open_existing(run_dir: Path | str) -> RunDirectory:
+    store = RunDirectory(run_dir)
     if not store.journal.exists():
         raise RunNotFoundError(f"{run_dir} holds no {JOURNAL}: not a run directory")
     return store
