@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MatrixError
 from orchestrator.plugins import PROVIDERS, load_plugins
-from orchestrator.spec.model import KindSettings, use_kind_catalogue
+from orchestrator.spec.model import KindCatalogue, KindSettings, use_kind_catalogue
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -248,10 +248,10 @@ def registered_for(hardware_kind: str) -> ProviderKind:
 
 def settings_of(hardware_kind: str) -> type[KindSettings] | None:
     """The settings model of the provider that offers `hardware_kind`, or None."""
-    for provider in _registry().values():
-        if hardware_kind in provider.hardware_kinds:
-            return provider.settings_model()
-    return None
+    try:
+        return registered_for(hardware_kind).settings_model()
+    except UnknownProvider:
+        return None
 
 
 def setting_owners(key: str) -> list[str]:
@@ -310,14 +310,7 @@ def _builtin(module: str) -> Callable[[], Provider]:
 
 
 
-class _Catalogue:
-    """What the matrix schema asks of this registry (spec/model.py: KindCatalogue)."""
-
-    settings = staticmethod(settings_of)
-    owners = staticmethod(setting_owners)
-
-
-use_kind_catalogue(_Catalogue())
+use_kind_catalogue(KindCatalogue(settings=settings_of, owners=setting_owners))
 register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
 # a built-in kind's settings model is its provider's, named here and imported when asked
 register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider"),

@@ -6,8 +6,10 @@ Models only: loading a file and checking it against the registries is load.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Protocol
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -90,18 +92,15 @@ class Hardware(_Strict):
             list(own.model_fields if own else ())
 
 
-class KindCatalogue(Protocol):
+@dataclass(frozen=True)
+class KindCatalogue:
     """Which provider's settings model a hardware kind has: the providers' registry
-    (registry/providers.py), installed when it is imported, so the schema asks it without
-    importing it (the registry reads the schema's models, not the other way round)."""
+    (registry/providers.py) installs its answers when it is imported, so the schema asks
+    it without importing it (the registry reads the schema's models, not the other way
+    round)."""
 
-    def settings(self, kind: str) -> type[KindSettings] | None:
-        """The settings model of `kind`, or None: no provider offers it."""
-        ...
-
-    def owners(self, key: str) -> list[str]:
-        """The kinds whose settings take `key`."""
-        ...
+    settings: Callable[[str], type[KindSettings] | None]  # None: no provider offers the kind
+    owners: Callable[[str], list[str]]  # the kinds whose settings take a key
 
 
 _CATALOGUE: list[KindCatalogue] = []
