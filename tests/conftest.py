@@ -48,6 +48,15 @@ os.environ["MATRIX_BENCH_DB"] = f"sqlite:///{_STORE}"
 # `matrix validate` asks the package index about versions newer than its tables: never the
 # internet's in a test. Port 9 on the loopback refuses at once; tests of the lookup serve one.
 os.environ["MATRIX_BENCH_INDEX_URL"] = "http://127.0.0.1:9/simple/"
+# Torch computes on one thread in every cell and test of the session. On two cores beside a
+# second test worker, its default of one OpenMP thread per core stalls whenever that worker
+# holds a core: a two-cell serial run that takes 43 s alone took 358 s in the suite and had
+# not ended in 350 s beside two busy loops; on one thread it took 44 s (docs/PERFORMANCE.md).
+# The tests check records, flags and texts, not speed; the worker's ceiling is measured on the
+# same thread, so a cell's figures are still judged against its own bound. Set before Ray's
+# nodes and Slurm's tasks start, so their workers inherit it; containers get it from the
+# executors, which pass the driver's thread settings on.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # What the test cluster's processes (a head driver job's boto3) sign moto's requests with.
 FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_DEFAULT_REGION": "us-east-1"}

@@ -68,20 +68,12 @@ def test_a_second_run_does_nothing_new(run_dir):
     assert (run_dir / "results.jsonl").read_bytes() == before
 
 
-# The serial reruns below check records, not speed. Beside the other test worker, torch's
-# OpenMP threads (two, one per core) collapse when that worker holds a core: a two-cell
-# rerun took 358 s in the suite where it takes 43 s alone, and did not end in 350 s beside
-# two busy loops, where one thread per cell took 44 s (docs/PERFORMANCE.md).
-ONE_THREAD = {"OMP_NUM_THREADS": "1"}
-
-
 def test_deleting_a_cells_records_redoes_exactly_that_cell(run_dir):
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     victim = json.loads(lines[0])["cell_id"]
     kept = [line for line in lines if json.loads(line)["cell_id"] != victim]
     (run_dir / "results.jsonl").write_text("\n".join(kept) + "\n")
-    result = run_cli("run", str(LOCAL), "-o", str(run_dir), "--no-ray", cwd=PROJECT,
-                     env=ONE_THREAD)
+    result = run_cli("run", str(LOCAL), "-o", str(run_dir), "--no-ray", cwd=PROJECT)
     assert result.returncode == 0, result.stderr
     assert "1 cells to run" in result.stdout
     new = [json.loads(line) for line in
@@ -96,7 +88,7 @@ def test_no_ray_gives_the_same_set_of_records(run_dir, tmp_path):
     nothing the comparison does not already see)."""
     out = tmp_path / "no-ray"
     result = run_cli("run", str(LOCAL), "-o", str(out), "--no-ray", "--only",
-                     "batch_size=16", cwd=PROJECT, env=ONE_THREAD)
+                     "batch_size=16", cwd=PROJECT)
     assert result.returncode == 0, result.stderr
     ran = {c["cell_id"] for c in cell_records(out)}
     assert len(ran) == 2  # its two repeats

@@ -4,7 +4,8 @@ A cell runs in a container of its stack's image as it runs in a subprocess: the 
 reads its cell file and writes OUT_FILE through the run's `cells/` folder, mounted; the
 data cache is mounted read-only (the cell's dataset is fetched on the host first, since
 the network is off); the user's workload folder is the image's copy, not the path here;
-files written in `cells/` stay the user's; the container has an init as PID 1, its run's
+files written in `cells/` stay the user's; of this environment, the container gets only the
+thread settings (executors/environment.py); it has an init as PID 1, its run's
 and cell's labels (so a killed sweep's leftovers are found by the next), the cell's GPUs
 and memory limit. `ContainerSpec` says all that as data; each container executor only says
 it in its runtime's terms (docker.py through the engine's API, others by their command line).
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.executors.environment import thread_settings
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.images.ref import ImageRef, image_workload_dir
 from orchestrator.plan.cells import Cell
@@ -76,7 +78,8 @@ def container_spec(cell: Cell, cells_dir: Path, image: str) -> ContainerSpec:
                  f"{CELLS_MOUNT}/{cell.cell_id}.out.jsonl"),
         mounts=(Mount(str(cells_dir.resolve()), CELLS_MOUNT, read_only=False),
                 Mount(str(datasets.data_dir().resolve()), DATA_MOUNT, read_only=True)),
-        environment={"MATRIX_BENCH_DATA": DATA_MOUNT, "HOME": "/tmp", "PYTHONUNBUFFERED": "1"},
+        environment={**thread_settings(os.environ), "MATRIX_BENCH_DATA": DATA_MOUNT,
+                     "HOME": "/tmp", "PYTHONUNBUFFERED": "1"},
         labels={LABEL_RUN: cell.run, LABEL_CELL: cell.cell_id},
         name=f"matrix-{cell.run}-{cell.cell_id}"[:120],
         user=f"{os.getuid()}:{os.getgid()}",

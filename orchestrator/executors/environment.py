@@ -9,9 +9,10 @@ tool's own `MATRIX_BENCH_*`), and of those, none that names a credential
 another tool (HF_TOKEN, WANDB_API_KEY, GITHUB_TOKEN) never reaches
 `/proc/<worker>/environ`.
 
-The docker executor builds its containers' environment from nothing at all
-(executors/docker.py); this is the process executor's, wherever it runs (here, or in a Ray
-task on any node).
+This is the process executor's, wherever it runs (here, or in a Ray task on any node). A
+container executor builds its containers' environment from nothing (executors/container.py)
+but for the thread settings (`thread_settings`): a cell is timed on the threads the user
+chose whether it runs in a process or a container, so two stacks compare on equal terms.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ ALLOWED_NAMES = frozenset({
     "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "KERAS_BACKEND", "KERAS_HOME",
 })
+# How many threads the math libraries compute with (OMP_NUM_THREADS, MKL_NUM_THREADS, ...)
+THREAD_PREFIXES = ("OMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTO_", "BLIS_", "NUMEXPR_")
 ALLOWED_PREFIXES = (
     "LC_",  # locale
     "MATRIX_BENCH_",  # the tool's own (data directory, dataset mirror)
-    # threads and math libraries
-    "OMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTO_", "BLIS_", "NUMEXPR_", "MALLOC_",
+    *THREAD_PREFIXES, "MALLOC_",
     # frameworks and compilers
     "ONEDNN_", "DNNL_", "TF_", "XLA_", "JAX_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
     "TRITON_", "GLOO_",
@@ -58,6 +60,12 @@ def worker_environment(source: Mapping[str, str]) -> dict[str, str]:
     (`http://user:pw@proxy:3128` reaches a worker as `http://proxy:3128`)."""
     return {name: without_credentials(value) if name in PROXY_NAMES else value
             for name, value in source.items() if admitted(name)}
+
+
+def thread_settings(source: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `source` that set the math libraries' threads, for a container."""
+    return {name: value for name, value in source.items()
+            if name.startswith(THREAD_PREFIXES) and admitted(name)}
 
 
 def without_credentials(url: str) -> str:

@@ -178,3 +178,6 @@ def test_no_credential_reaches_a_container(tmp_path, image_env):
                                   lambda: containers_of(image_env.client, "creds-docker"))
     assert_clean(seen, output)
     assert all(environment["MATRIX_BENCH_DATA"] for environment in seen)
+    # the thread count the sweep was given, as a process worker would have it (conftest's)
+    assert {environment["OMP_NUM_THREADS"] for environment in seen} == \
+        {os.environ["OMP_NUM_THREADS"]}
