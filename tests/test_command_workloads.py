@@ -288,6 +288,11 @@ def running_with(marker: str) -> list[Path]:
     return found
 
 
+# Flags of the machine a cell was timed on, not of the cell: beside another test worker a
+# short epoch may be dominated by warm-up, and the cell's threads may wait for a CPU.
+MACHINE_FLAGS = {"warmup_dominated", "contended"}
+
+
 def run_train(root: Path, run: str, entry: str) -> Path:
     """TRAIN run by a matrix `run` of the one workload `entry` (inline YAML); its run dir."""
     write(root / "train.py", TRAIN)
@@ -307,10 +312,9 @@ def test_a_script_that_ignores_its_epochs_is_flagged(tmp_path):
     run_dir = run_train(tmp_path, "short", "{name: deaf, command: [python, train.py, "
                                            "--batch-size, '8'], epochs: 3}")
     (cell,) = cell_records(run_dir)
-    # flagged for that and nothing else; beside another test worker its short epochs may
-    # also be dominated by warm-up, a flag of timing, not of the script
+    # flagged for that and nothing else of the script's
     assert cell["status"] == "ok"
-    assert set(cell["flags"]) - {"warmup_dominated"} == {"fewer_epochs"}
+    assert set(cell["flags"]) - MACHINE_FLAGS == {"fewer_epochs"}
     assert cell["error"] == ("fewer_epochs: the script reported 1 of the 3 epoch(s) asked "
                              "(does its command pass {epochs}?)")
 
@@ -336,7 +340,8 @@ def test_a_commands_own_flop_count_gives_its_flops_judged_against_the_peak(tmp_p
     assert list(rows["flops_per_item"]) == [3e3 * b for b in rows["param.batch_size"]]
     assert rows["achieved_flops"].tolist() == pytest.approx(
         (rows["flops_per_item"] * rows["items_per_s"]).tolist())
-    assert rows["peak_fraction"].notna().all() and not rows["flags"].astype(bool).any()
+    assert rows["peak_fraction"].notna().all()
+    assert set(",".join(rows["flags"]).split(",")) - MACHINE_FLAGS <= {""}
     report = (run_dir / "report.md").read_text()
     assert "the workload's own FLOP count (no model)" in report and "No FLOP" not in report
 

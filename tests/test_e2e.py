@@ -46,6 +46,11 @@ def test_the_local_matrix_writes_journal_parquet_and_report(run_dir):
     assert len(df) == 12 and set(df["status"]) == {"ok"}
     assert sorted(df["items_per_s"]) == sorted(m["items_per_s"] for m in measurements)
     assert set(df["framework"]) == {"torch"} and df["hostname"].notna().all()
+    # every epoch says whether the cell had its CPUs to itself (worker/contention.py); a
+    # cell that trains kept at least a tenth of a core busy, and no more than the machine has
+    cores = df["cpu_count"].iloc[0]
+    assert df["cell_cpu_cores"].between(0.1, cores).all(), df["cell_cpu_cores"]
+    assert (df["cpu_wait_cores"] >= 0).all() and df["other_cpu_cores"].between(0, cores).all()
 
 
 def test_the_report_shows_the_medians_of_this_run(run_dir):

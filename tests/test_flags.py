@@ -1,9 +1,12 @@
 """Flags the executor derives from a worker's records: implausible (beyond the device's
-peak), throttled (NVML reasons while timing); and the CPU's peak estimate."""
+peak), throttled (NVML reasons while timing), contended (its threads waited for CPUs others
+held); and the CPU's peak estimate."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
 from orchestrator.hardware.peaks import cpu_peak_estimate
@@ -51,6 +54,33 @@ def test_within_the_peak_is_not_flagged(matrix_file, tmp_path):
 def test_throttling_while_timing_is_flagged(matrix_file, tmp_path):
     records = outcome(matrix_file, tmp_path, throttle_reasons="sw_thermal")
     assert Flag.THROTTLED in records[-1].flags and "sw_thermal" in records[-1].error
+
+
+def test_threads_waiting_for_cpus_others_held_are_contended_with_how_much(matrix_file,
+                                                                         tmp_path):
+    records = outcome(matrix_file, tmp_path, cell_cpu_cores=1.0, cpu_wait_cores=0.99,
+                      other_cpu_cores=1.35)
+    assert records[-1].status == Status.OK and Flag.CONTENDED in records[-1].flags
+    assert records[-1].error == ("contended: in epoch 1, 0.99 of its threads on average "
+                                 "waited for a CPU while other processes used 1.35 cores of "
+                                 "the CPUs it ran on")
+
+
+@pytest.mark.parametrize(("waiting", "others"), [
+    (0.99, 0.0),  # its own threads outnumber its cores: oversubscribed, if anything
+    (0.01, 2.0),  # others busy on cores it did not need (a cell that sleeps: 0.008)
+    (0.09, 2.0),  # just under the wait that counts
+    (1.0, 0.24),  # just under the others' use that counts
+])
+def test_waiting_or_others_alone_is_not_contended(matrix_file, tmp_path, waiting, others):
+    records = outcome(matrix_file, tmp_path, cell_cpu_cores=1.0, cpu_wait_cores=waiting,
+                      other_cpu_cores=others)
+    assert Flag.CONTENDED not in records[-1].flags and records[-1].error is None
+
+
+def test_a_contention_figure_beyond_physics_is_refused(matrix_file, tmp_path):
+    records = outcome(matrix_file, tmp_path, cpu_wait_cores=-0.5)
+    assert records[-1].status == Status.INVALID_OUTPUT and "cpu_wait_cores" in records[-1].error
 
 
 def test_cpu_peak_estimate_from_cpuinfo():

@@ -39,7 +39,8 @@ MEASUREMENT = MeasurementLine(
     steps=6, warmup_steps=2, warmup_s=0.5, epoch_s=2.25, step_s_median=0.25,
     step_s_p90=0.3, timing_block_steps=3, eval_s=0.4, eval_items_per_s=80.0,
     mem_alloc_peak_bytes=1 << 20, mem_reserved_peak_bytes=2 << 20,
-    nvml_used_peak_bytes=3 << 20, host_rss_peak_bytes=4 << 20, gpu_util_mean_pct=97.5,
+    nvml_used_peak_bytes=3 << 20, host_rss_peak_bytes=4 << 20, cell_cpu_cores=1.9,
+    cpu_wait_cores=0.05, other_cpu_cores=0.1, gpu_util_mean_pct=97.5,
     gpu_power_mean_w=300.0, gpu_sm_clock_mean_mhz=1410.0, gpu_temp_max_c=71.0,
     gpu_energy_j=450.0, throttle_reasons="sw_power_cap", flops_per_item=1e9,
     metrics={"ms_per_step": 250.0})

@@ -48,6 +48,13 @@ FAILURE_STATUS: dict[str, Status] = {FailureKind.FAILED: Status.FAILED, FailureK
                   FailureKind.UNSUPPORTED: Status.UNSUPPORTED,
                   FailureKind.STACK_MISMATCH: Status.STACK_MISMATCH}
 OOM_EVIDENCE = ("MemoryError", "CUDA out of memory", "OutOfMemoryError", "RESOURCE_EXHAUSTED")
+# A cell is `contended` where this many of its threads, on average, waited for a CPU while
+# other processes used this many cores of its CPUs (worker/contention.py). Measured on 2
+# cores (bench/contention_probe.py, docs/PERFORMANCE.md): torch's two threads alone wait
+# 0.005 to 0.02; beside one or two busy loops 1.0 to 1.35 of them wait, and its steps take
+# 6 to 9 times as long; one thread beside two loops, 0.35; a cell that sleeps, under 0.01.
+CONTENDED_WAIT_CORES = 0.1
+CONTENDED_OTHER_CORES = 0.25
 
 
 @dataclass(frozen=True)
@@ -244,7 +251,10 @@ def _measurements(cell: Cell, identity: dict[str, Any], output: WorkerOutput,
         try:
             record = MeasurementRecord(**entry.fields(), **identity)
         except ValidationError as exc:
-            return [], f"{where}: invalid measurement record: {exc.errors()[0]['msg']}"
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error["loc"])
+            return [], (f"{where}: invalid measurement record: "
+                        f"{field + ': ' if field else ''}{error['msg']}")
         records.append(_with_peak(record, cell, provenance))
     return records, None
 
@@ -312,12 +322,28 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
     if measurements and all(m.warmup_s is not None and m.train_s is not None
                             and m.warmup_s > m.train_s for m in measurements):
         flags.append(Flag.WARMUP_DOMINATED)
+    contended = [m for m in measurements if _contended(m)]
+    if contended:
+        worst = max(contended, key=lambda m: m.cpu_wait_cores or 0)
+        flags.append(Flag.CONTENDED)
+        reasons.append(f"contended: in epoch {worst.epoch}, {worst.cpu_wait_cores:.2f} of its "
+                       f"threads on average waited for a CPU while other processes used "
+                       f"{worst.other_cpu_cores:.2f} cores of the CPUs it ran on")
     throttled = sorted({reason for m in measurements if m.throttle_reasons
                         for reason in m.throttle_reasons.split(",")})
     if throttled:
         flags.append(Flag.THROTTLED)
         reasons.append(f"throttled while timing: {', '.join(throttled)}")
     return flags, reasons
+
+
+def _contended(m: MeasurementRecord) -> bool:
+    """Whether an epoch's time was partly another process's: the cell's threads waited for
+    a CPU, and others used the cell's CPUs meanwhile (either alone is no proof: a cell can
+    wait on its own threads, and others can use cores it did not need)."""
+    return (m.cpu_wait_cores is not None and m.other_cpu_cores is not None
+            and m.cpu_wait_cores >= CONTENDED_WAIT_CORES
+            and m.other_cpu_cores >= CONTENDED_OTHER_CORES)
 
 
 def _fewer_epochs(cell: Cell, measurements: list[MeasurementRecord]) -> str | None:

@@ -43,6 +43,8 @@ SCHEMA_VERSION = 4
 #   so no version and no migration: an older version 4 record is still a valid one.
 #   Cell records gained, within 4 too, the optional queued_s and provision_s (start-up:
 #   absent, none recorded).
+#   Measurement records gained, within 4 too, the contention probe's optional
+#   cell_cpu_cores, cpu_wait_cores and other_cpu_cores, and cells the flag `contended`.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +116,7 @@ class Flag(StrEnum):
     OVERSUBSCRIBED = "oversubscribed"  # more CPU workers than the cores the cell had
     LEFT_PROCESSES = "left_processes"  # processes it started outlived it (ended by then)
     FEWER_EPOCHS = "fewer_epochs"  # a command's script reported fewer epochs than asked
+    CONTENDED = "contended"  # its threads waited for CPUs that other processes held
     # judged from the node's measured ceiling (report/ceilings.py), never stored by a cell:
     ABOVE_CEILING = "above_ceiling"  # faster than its node's measured ceiling
     BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 70% of the datasheet
@@ -156,6 +159,10 @@ class MeasurementRecord(_Identity):
     mem_reserved_peak_bytes: int | None = None
     nvml_used_peak_bytes: int | None = None
     host_rss_peak_bytes: int | None = None
+    # the contention probe's (worker/contention.py), over the epoch
+    cell_cpu_cores: float | None = Field(default=None, ge=0)  # its threads running, mean
+    cpu_wait_cores: float | None = Field(default=None, ge=0)  # its threads waiting for a CPU
+    other_cpu_cores: float | None = Field(default=None, ge=0)  # others' use of its CPUs
     gpu_util_mean_pct: float | None = None
     gpu_power_mean_w: float | None = None
     gpu_sm_clock_mean_mhz: float | None = None

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from orchestrator.worker.cell_file import CellFile
-from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+from orchestrator.worker.measure import EpochMeter, MemoryProbe, Sync, host_probes, no_sync
 from orchestrator.worker.profiling import EpochProfiler
 from orchestrator.worker.records import Line, MeasurementLine
 from orchestrator.worker.units import plural
@@ -59,7 +59,7 @@ class Context:
         # where it counts them on a CPU too; absent, the report counts the node's GPUs
         self.devices_used: int | None = None
         self._sync: Sync = no_sync
-        self._probes: list[MemoryProbe] = [HostRssProbe()]
+        self._probes: list[MemoryProbe] = host_probes()
         self._epochs_started = 0
         self._profiler = EpochProfiler(writer.path) if cell.profile else None
 
@@ -101,7 +101,7 @@ class Context:
         """Declare the framework, how to synchronise its device, and its memory probes
         (a command's script may give only the last two)."""
         self.framework, self.framework_version, self._sync = name, version, sync
-        self._probes = [HostRssProbe(), *probes, *self.gpu_probes()]
+        self._probes = [*host_probes(), *probes, *self.gpu_probes()]
 
     def ran_on(self, device: str) -> None:
         """Record the device the framework really holds the model on (a parameter's device,

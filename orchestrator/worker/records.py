@@ -126,6 +126,9 @@ class MeasurementLine(_Line):
     mem_reserved_peak_bytes: int | None = None
     nvml_used_peak_bytes: int | None = None
     host_rss_peak_bytes: int | None = None
+    cell_cpu_cores: float | None = None
+    cpu_wait_cores: float | None = None
+    other_cpu_cores: float | None = None
     gpu_util_mean_pct: float | None = None
     gpu_power_mean_w: float | None = None
     gpu_sm_clock_mean_mhz: float | None = None
