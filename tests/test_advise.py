@@ -91,6 +91,21 @@ def test_the_command_prints_within_80_columns_and_json_for_scripts(known_run, tm
         assert problem in line, line
 
 
+def test_a_run_whose_every_configuration_is_left_out_says_why_without_a_traceback(tmp_path):
+    store = RunDirectory(tmp_path / "crowded")
+    store.root.mkdir(parents=True)
+    reason = ("contended: in epoch 1, 0.99 of its threads on average waited for a CPU while "
+              "other processes used 0.99 cores of the CPUs it ran on")
+    cell(store, "e1", "e", "sleep", "busy-box", {}, [100.0], flags=["contended"], error=reason)
+    done = run_cli("advise", str(store.root), "--items", str(JOB), cwd=tmp_path,
+                   env={"COLUMNS": "200"})
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert f"left out: busy-box: {reason}" in done.stdout
+    data = run_cli("advise", str(store.root), "--items", str(JOB), "--format", "json",
+                   cwd=tmp_path)
+    assert json.loads(data.stdout) == {"projections": [], "left_out": {"busy-box": reason}}
+
+
 @pytest.mark.slow
 def test_a_real_run_of_two_priced_machines_is_advised(tmp_path):
     matrix = write(tmp_path / "m.yaml", """

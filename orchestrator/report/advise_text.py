@@ -11,8 +11,10 @@ if TYPE_CHECKING:
 
 
 def time_scale(found: Advice) -> tuple[float, str]:
-    """Hours where any time reaches one, else minutes: (seconds per unit, unit)."""
-    return (3600, "h") if max(p.time_s for p in found.projections) >= 3600 else (60, "min")
+    """Hours where any time reaches one, else minutes (also where every configuration was
+    left out, and there is no time to show): (seconds per unit, unit)."""
+    longest = max((p.time_s for p in found.projections), default=0.0)
+    return (3600, "h") if longest >= 3600 else (60, "min")
 
 
 def headers(found: Advice) -> list[str]:
