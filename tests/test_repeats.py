@@ -137,3 +137,13 @@ def test_a_configuration_over_its_target_is_noisy_and_named_so_when_it_wins():
     calm = _summary({"fast": [100.0, 104.0, 96.0]}, 0.05)
     assert "noisy" not in calm["flags"].iloc[0]
     assert best_choices(calm, "sample")[0].value == "100 samples/s"
+
+
+def test_a_contended_winner_is_named_with_its_caveat_beside_its_noise():
+    crowded = _summary({"fast": [100.0, 104.0, 96.0]}, 0.02, flags="contended")
+    (fastest,) = best_choices(crowded, "sample")
+    assert fastest.value == ("100 samples/s (noisy: spread 8%; CV over repeats 4.0%, target "
+                             "2.0%; contended: timed while other processes held its CPUs)")
+    calm = _summary({"fast": [100.0, 104.0, 96.0]}, 0.05, flags="contended")
+    assert best_choices(calm, "sample")[0].value == \
+        "100 samples/s (contended: timed while other processes held its CPUs)"

@@ -279,38 +279,43 @@ class Choice:
 
 def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
     """Per workload: the fastest configuration, the cheapest per million items and the
-    cheapest per epoch (where prices exist). Implausible rows never win; a noisy winner
-    is named with its noise."""
+    cheapest per epoch (where prices exist). Implausible rows never win; a noisy or
+    contended winner is named with its caveat."""
     candidates = summary[~summary["flags"].str.contains(Flag.IMPLAUSIBLE.value, na=False)]
     if candidates.empty:
         return []
     fastest = candidates.loc[candidates["items_per_s"].idxmax()]
-    choices = [Choice("fastest", fastest["config_id"],
-                      f"{fmt_rate(fastest['items_per_s'])} {plural(unit)}/s" + noise_note(fastest))]
+    choices = [Choice("fastest", fastest["config_id"], f"{fmt_rate(fastest['items_per_s'])} "
+                      f"{plural(unit)}/s" + caveat_note(fastest))]
     priced = candidates[candidates["usd_per_million_items"].notna()]
     if not priced.empty:
         cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]
         choices.append(Choice(f"cheapest per million {plural(unit)}", cheapest["config_id"],
                               f"${cheapest['usd_per_million_items']:.4g} per million"
-                              + noise_note(cheapest)))
+                              + caveat_note(cheapest)))
         per_epoch = priced.loc[priced["epoch_cost_usd"].idxmin()]
         choices.append(Choice("cheapest epoch", per_epoch["config_id"],
                               f"${per_epoch['epoch_cost_usd']:.4g} per epoch"
-                              + noise_note(per_epoch)))
+                              + caveat_note(per_epoch)))
     return choices
 
 
-def noise_note(row: pd.Series) -> str:
-    """", noisy: ..." for a configuration flagged noisy (how much, and against what), else
-    "": a best choice never hides that its figure moves from run to run."""
-    if Flag.NOISY.value not in str(row.get("flags") or "").split(","):
-        return ""
-    parts = [f"spread {row['spread']:.0%}"]
-    if present(row.get("repeat_cv")):
-        target = row.get("target_cv")
-        parts.append(f"CV over repeats {row['repeat_cv']:.1%}"
-                     + (f", target {target:.1%}" if present(target) else ""))
-    return " (noisy: " + "; ".join(parts) + ")"
+def caveat_note(row: pd.Series) -> str:
+    """" (noisy: ...; contended: ...)" for a configuration whose figure moves from run to
+    run (how much, and against what) or was timed while other processes held its CPUs, else
+    "": a best choice never hides either."""
+    flags = str(row.get("flags") or "").split(",")
+    notes = []
+    if Flag.NOISY.value in flags:
+        parts = [f"spread {row['spread']:.0%}"]
+        if present(row.get("repeat_cv")):
+            target = row.get("target_cv")
+            parts.append(f"CV over repeats {row['repeat_cv']:.1%}"
+                         + (f", target {target:.1%}" if present(target) else ""))
+        notes.append("noisy: " + "; ".join(parts))
+    if Flag.CONTENDED.value in flags:
+        notes.append("contended: timed while other processes held its CPUs")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 COST_COLUMNS = ("cell_cost_usd", "epoch_cost_usd", "usd_per_million_items")
