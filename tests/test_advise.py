@@ -101,6 +101,8 @@ def test_a_run_whose_every_configuration_is_left_out_says_why_without_a_tracebac
                    env={"COLUMNS": "200"})
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert f"left out: busy-box: {reason}" in done.stdout
+    assert "nothing to advise: every configuration is left out" in done.stdout
+    assert "fastest" not in done.stdout and "cheapest" not in done.stdout
     data = run_cli("advise", str(store.root), "--items", str(JOB), "--format", "json",
                    cwd=tmp_path)
     assert json.loads(data.stdout) == {"projections": [], "left_out": {"busy-box": reason}}

@@ -61,7 +61,10 @@ def conclusions(found: Advice) -> list[str]:
               "fastest", "deadline" if job.deadline_s else ""),
              ("cheapest" + " within the deadline" * bool(job.deadline_s), found.cheapest,
               "cheapest", "budget" if job.budget_usd is not None else ""))
-    for name, pick, question, other in picks:
+    if not found.projections:
+        said.append("nothing to advise: every configuration is left out, each with its "
+                    "reason below")
+    for name, pick, question, other in picks if found.projections else ():
         if pick is None:
             why = ("no configuration has a price" if question == "cheapest" and all(
                 p.cost_usd is None for p in found.projections) else "none fits")
