@@ -19,8 +19,8 @@ cell's CPUs everything else used). The executor flags the cell `contended` when 
 say so together (executors/outcome.py): its threads waited, and others were there. Waiting
 is counted in threads, not as a share of the cell's time: one thread of an OpenMP team that
 waits stalls the rest, which spin meanwhile, so a share would shrink as the team grows. A
-thread that ended during the epoch takes its wait with it (never its CPU time), so the wait
-is if anything too low: a flag is never raised by what the probe missed.
+thread that ended during the epoch takes its wait with it (its CPU time stays with its
+process, or with the cell's process that reaped it), so the wait is if anything too low.
 
 Stdlib only, read twice an epoch: about a millisecond on a host of a hundred processes
 (bench/contention_probe.py).
@@ -33,8 +33,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# (start, end) of timed steps in the meter's clock: a probe's argument (measure.Window)
-Window = tuple[float, float]
+from orchestrator.worker.measure import Window
+
 # /proc/stat's per-CPU columns that are work: user nice system idle iowait irq softirq steal
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
 
@@ -79,7 +79,7 @@ class ContentionProbe:
 
     def __init__(self) -> None:
         self.cpus = _allowed_cpus()
-        self.session = os.getsid(0)
+        self.session = os.getsid(0) if hasattr(os, "getsid") else -1  # -1: no session here
         self._start: Counters | None = None
 
     def reset(self) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from orchestrator.worker.cell_file import CellFile
-from orchestrator.worker.measure import EpochMeter, MemoryProbe, Sync, host_probes, no_sync
+from orchestrator.worker.contention import ContentionProbe
+from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
 from orchestrator.worker.profiling import EpochProfiler
 from orchestrator.worker.records import Line, MeasurementLine
 from orchestrator.worker.units import plural
@@ -38,6 +39,12 @@ class RecordWriter:
         """Append `record`, typed (worker/records.py): the driver reads it back the same."""
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(record.to_json() + "\n")
+
+
+def host_probes() -> list[MemoryProbe]:
+    """What every epoch reads of the host: the worker's peak memory, and whether the cell
+    had its CPUs to itself (contention.py)."""
+    return [HostRssProbe(), ContentionProbe()]
 
 
 class Context:

@@ -63,14 +63,6 @@ class HostRssProbe:
         return {"host_rss_peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
-def host_probes() -> list[MemoryProbe]:
-    """What every epoch reads of the host: the worker's peak memory, and whether the cell
-    had its CPUs to itself (contention.py)."""
-    from orchestrator.worker.contention import ContentionProbe
-
-    return [HostRssProbe(), ContentionProbe()]
-
-
 class TorchCudaProbe:
     """Peak memory the torch caching allocator handed out (allocated) and held (reserved)."""
 
