@@ -55,7 +55,7 @@ os.environ["MATRIX_BENCH_INDEX_URL"] = "http://127.0.0.1:9/simple/"
 # The tests check records, flags and texts, not speed; the worker's ceiling is measured on the
 # same thread, so a cell's figures are still judged against its own bound. Set before Ray's
 # nodes and Slurm's tasks start, so their workers inherit it; containers get it from the
-# executors, which pass the driver's thread settings on.
+# executors, which pass the thread settings of the environment they run in on.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # What the test cluster's processes (a head driver job's boto3) sign moto's requests with.
 FAKE_AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

@@ -2,13 +2,14 @@
 
 A cell runs in a container of its stack's image as it runs in a subprocess: the worker
 reads its cell file and writes OUT_FILE through the run's `cells/` folder, mounted; the
-data cache is mounted read-only (the cell's dataset is fetched on the host first, since
-the network is off); the user's workload folder is the image's copy, not the path here;
-files written in `cells/` stay the user's; of this environment, the container gets only the
-thread settings (executors/environment.py); it has an init as PID 1, its run's
-and cell's labels (so a killed sweep's leftovers are found by the next), the cell's GPUs
-and memory limit. `ContainerSpec` says all that as data; each container executor only says
-it in its runtime's terms (docker.py through the engine's API, others by their command line).
+data cache is mounted read-only (the cell's dataset is fetched on the host first, since the
+network is off); the user's workload folder is the image's copy, not the path here; files
+written in `cells/` stay the user's; of this environment, the container gets only the
+thread settings, as a process worker has them (executors/environment.py); it has an init as
+PID 1, its run's and cell's labels (so a killed sweep's leftovers are found by the next),
+the cell's GPUs and memory limit. `ContainerSpec` says all that as data; each container
+executor only says it in its runtime's terms (docker.py through the engine's API, others by
+their command line).
 """
 
 from __future__ import annotations

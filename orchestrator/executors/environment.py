@@ -11,8 +11,10 @@ another tool (HF_TOKEN, WANDB_API_KEY, GITHUB_TOKEN) never reaches
 
 This is the process executor's, wherever it runs (here, or in a Ray task on any node). A
 container executor builds its containers' environment from nothing (executors/container.py)
-but for the thread settings (`thread_settings`): a cell is timed on the threads the user
-chose whether it runs in a process or a container, so two stacks compare on equal terms.
+but for the thread settings (`thread_settings`), so a cell computes on the same threads in
+a process or a container and two stacks compare on equal terms. Those are the settings of
+the environment the executor runs in: the user's, and in a Ray task where the user set
+none, Ray's own `OMP_NUM_THREADS=1` (Ray sets it for every task).
 """
 
 from __future__ import annotations
