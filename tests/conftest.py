@@ -160,6 +160,19 @@ def cell_records(run_dir: Path) -> list[dict]:
     return [r for r in journal(run_dir) if r["record"] == "cell"]
 
 
+# Flags of the machine a cell was timed on, not of the cell: beside another test worker a
+# short epoch may be dominated by warm-up, and the cell's threads may wait for a CPU.
+MACHINE_FLAGS = frozenset({"warmup_dominated", "contended"})
+MACHINE_REASONS = ("contended: ", "throttled while timing: ")
+
+
+def own_reasons(cell: dict) -> list[str]:
+    """The reasons in an ok cell's error that are the cell's own, without the machine's
+    (`MACHINE_REASONS`), which depend on what else the test machine runs meanwhile."""
+    reasons = (cell.get("error") or "").split("; ")
+    return [reason for reason in reasons if reason and not reason.startswith(MACHINE_REASONS)]
+
+
 def assert_statuses(run_dir: Path, expected: list[str]) -> None:
     """The run's cells ended with `expected`; a mismatch shows each cell's error and log tail
     (a status alone says nothing about why a CI run failed)."""

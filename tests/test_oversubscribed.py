@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.conftest import cell_records, run_cli
+from tests.conftest import cell_records, own_reasons, run_cli
 
 pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast tier
 
@@ -27,6 +27,7 @@ workloads:
     crowded = by_workers[cores + 1]
     assert crowded["status"] == "ok", crowded
     assert "oversubscribed" in crowded["flags"]
-    assert crowded["error"] == f"oversubscribed: {cores + 1} workers on {cores} CPU cores"
+    # the machine's own reasons (another test worker on the CPUs) may stand beside it
+    assert own_reasons(crowded) == [f"oversubscribed: {cores + 1} workers on {cores} CPU cores"]
     assert "oversubscribed" not in by_workers[1]["flags"]
-    assert by_workers[1].get("error") is None
+    assert own_reasons(by_workers[1]) == []
