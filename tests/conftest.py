@@ -15,7 +15,7 @@ import tempfile
 import textwrap
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,9 +126,12 @@ def matrix_file(tmp_path: Path):
 
 
 def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None,
-            timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`matrix ARGS` in a subprocess, as a user runs it."""
+            timeout: float = 600, unset: Iterable[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`matrix ARGS` in a subprocess, as a user runs it; `env` added to this environment,
+    the names in `unset` taken out of it."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    for name in unset:
+        full_env.pop(name, None)
     full_env.pop("RAY_ADDRESS", None)
     if env and "RAY_ADDRESS" in env:
         full_env["RAY_ADDRESS"] = env["RAY_ADDRESS"]

@@ -232,15 +232,16 @@ def test_the_report_gives_joules_per_item_where_the_gpus_counted_them(known_run,
 
 def test_history_regressions_names_what_changed_between_the_runs(tmp_path):
     """Two runs of one configuration on a GPU box: the second slower, on another torch and
-    driver. `matrix history regressions` says so beside its verdict."""
-    for name, day, rates, version, driver in (
-            ("before", "2026-11-20", [1000.0, 1010.0, 990.0], "2.13.0", "570.86"),
-            ("after", "2026-11-21", [700.0, 710.0, 690.0], "2.14.0", "580.65")):
+    driver and fewer CPU threads. `matrix history regressions` says so beside its verdict."""
+    for name, day, rates, version, driver, threads in (
+            ("before", "2026-11-20", [1000.0, 1010.0, 990.0], "2.13.0", "570.86", 4),
+            ("after", "2026-11-21", [700.0, 710.0, 690.0], "2.14.0", "580.65", 1)):
         store = RunDirectory(tmp_path / name)
         store.root.mkdir(parents=True)
         for repeat, rate in enumerate(rates, start=1):
             cell(store, f"{name}-{repeat}", "cfg", "sleep", "gpu-box", {}, [rate],
-                 repeat=repeat, gpus=1, pins={"framework_version": version, "driver": driver},
+                 repeat=repeat, gpus=1, pins={"framework_version": version, "driver": driver,
+                                              "cpu_threads": threads},
                  started_at=f"{day}T00:00:0{repeat}+00:00")
     url = f"sqlite:///{tmp_path / 'store.db'}"
     imported = run_cli("db", "import", str(tmp_path / "before"), str(tmp_path / "after"),
@@ -248,12 +249,12 @@ def test_history_regressions_names_what_changed_between_the_runs(tmp_path):
     assert imported.returncode == 0, imported.stderr
     done = run_cli("history", "regressions", "--db", url, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr  # a regression: exit code 1
-    assert "changed: sleep gpu-box/here: torch 2.13.0 -> 2.14.0, driver 570.86 -> 580.65" \
-        in done.stdout
+    assert "changed: sleep gpu-box/here: torch 2.13.0 -> 2.14.0, driver 570.86 -> 580.65, " \
+        "CPU threads 4 -> 1" in done.stdout
     data = run_cli("history", "regressions", "--db", url, "--format", "json", cwd=tmp_path)
     (row,) = json.loads(data.stdout)
     assert row["verdict"] == "regression" and row["changes"] == [
-        "torch 2.13.0 -> 2.14.0", "driver 570.86 -> 580.65"]
+        "torch 2.13.0 -> 2.14.0", "driver 570.86 -> 580.65", "CPU threads 4 -> 1"]
 
 
 def test_advise_and_explain_read_every_run_in_the_store(known_run, factorial_run, tmp_path):

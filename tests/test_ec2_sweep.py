@@ -185,7 +185,9 @@ def sweep_matrix(aws, image_env, registry, tmp_path):
 
 
 def run_sweep_process(matrix: Path, ray_cluster, tmp_path: Path) -> subprocess.Popen[str]:
-    env = {**dict(__import__("os").environ), "HOME": str(tmp_path), "COLUMNS": "200"}
+    # MKL_NUM_THREADS: a thread setting the cluster's nodes lack, for the head driver to pass on
+    env = {**dict(__import__("os").environ), "HOME": str(tmp_path), "COLUMNS": "200",
+           "MKL_NUM_THREADS": "1"}
     env.pop("RAY_ADDRESS", None)
     return subprocess.Popen(
         [sys.executable, str(PROJECT / "tests" / "ec2_sweep_main.py"), str(matrix),
@@ -230,6 +232,8 @@ def test_a_sweep_launches_runs_prices_and_leaves_no_instance(
         row = provenance[by_key[(node, "none")]["cell_id"]]
         assert row["price_per_hour_usd"] > 0 and row["price_source"]
         assert row["instance_type"] == ("c5.xlarge" if node == "node-a" else "c5.4xlarge")
+        # the cell computed on the user's thread settings, which the head driver passed on
+        assert row["thread_settings"]["MKL_NUM_THREADS"] == "1", row
     assert "price: node-a $" in out and "tearing down the cluster of run ec2-sweep" in out
     spot = [i for i in instances_of(ec2, "ec2-sweep") if i.get("InstanceLifecycle") == "spot"]
     assert [i["InstanceType"] for i in spot] == ["c5.4xlarge"]

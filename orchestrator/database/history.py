@@ -256,11 +256,12 @@ def regressions(samples: pd.DataFrame, runs: pd.DataFrame, threshold: float,
 
 def environment_changes(earlier: pd.DataFrame, latest: pd.Series) -> tuple[str, ...]:
     """What the latest run measured on that the earlier ones did not (stack pins, driver,
-    host), as their first repeats' provenance recorded it."""
+    host, the framework's CPU threads), as their first repeats' provenance recorded it."""
     framework = str(latest.get("framework") or "framework")
     changes = []
     for field, name in (("framework_version", framework), ("cuda", "CUDA"),
-                        ("cudnn", "cuDNN"), ("driver", "driver"), ("hostname", "host")):
+                        ("cudnn", "cuDNN"), ("driver", "driver"), ("hostname", "host"),
+                        ("cpu_threads", "CPU threads")):
         if field not in earlier:
             continue
         before = sorted({fmt(v) for v in earlier[field].dropna()})

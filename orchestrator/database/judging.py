@@ -30,7 +30,8 @@ PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "ins
 CEILING_FIELDS = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
                   "ceiling_cost_s")
 MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")
-ENVIRONMENT_FIELDS = ("framework", "framework_version", "cuda", "cudnn", "driver", "hostname")
+ENVIRONMENT_FIELDS = ("framework", "framework_version", "cuda", "cudnn", "driver", "hostname",
+                      "cpu_threads")
 
 
 def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:

@@ -12,17 +12,21 @@ another tool (HF_TOKEN, WANDB_API_KEY, GITHUB_TOKEN) never reaches
 This is the process executor's, wherever it runs (here, or in a Ray task on any node). A
 container executor builds its containers' environment from nothing (executors/container.py)
 but for the thread settings (`thread_settings`), so a cell computes on the same threads in
-a process or a container and two stacks compare on equal terms. Those are the settings of
-the environment the executor runs in: the user's, and in a Ray task where the user set
-none, Ray's own `OMP_NUM_THREADS=1` (Ray sets it for every task).
+a process or a container and two stacks compare on equal terms. Those are the driver's
+wherever the executor runs: a Ray task runs its cell `with_thread_settings` of the driver,
+not with Ray's own `OMP_NUM_THREADS=1` (which Ray sets in every task where none is set), so
+that a cell computes on the same threads under Ray as with `--no-ray`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from orchestrator.redact import names_a_credential
+from orchestrator.worker.threads import THREAD_PREFIXES, thread_variables
 
 ALLOWED_NAMES = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE",
@@ -37,8 +41,6 @@ ALLOWED_NAMES = frozenset({
     "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "KERAS_BACKEND", "KERAS_HOME",
 })
-# How many threads the math libraries compute with (OMP_NUM_THREADS, MKL_NUM_THREADS, ...)
-THREAD_PREFIXES = ("OMP_", "KMP_", "MKL_", "OPENBLAS_", "GOTO_", "BLIS_", "NUMEXPR_")
 ALLOWED_PREFIXES = (
     "LC_",  # locale
     "MATRIX_BENCH_",  # the tool's own (data directory, dataset mirror)
@@ -65,9 +67,29 @@ def worker_environment(source: Mapping[str, str]) -> dict[str, str]:
 
 
 def thread_settings(source: Mapping[str, str]) -> dict[str, str]:
-    """The variables of `source` that set the math libraries' threads, for a container."""
-    return {name: value for name, value in source.items()
-            if name.startswith(THREAD_PREFIXES) and admitted(name)}
+    """The variables of `source` that set the math libraries' threads, for a container or
+    a Ray task (`with_thread_settings`)."""
+    return {name: value for name, value in thread_variables(source).items() if admitted(name)}
+
+
+@contextlib.contextmanager
+def with_thread_settings(settings: Mapping[str, str]) -> Iterator[None]:
+    """This process's thread settings are exactly `settings` (`thread_settings` of the
+    driver's environment) while the block runs, and its own again after: in a Ray task,
+    where Ray has set OMP_NUM_THREADS=1 unless the driver's environment set it, the cell
+    gets what the same cell gets with `--no-ray`."""
+    own = thread_variables(os.environ)
+    try:
+        _set_threads(settings)
+        yield
+    finally:
+        _set_threads(own)
+
+
+def _set_threads(settings: Mapping[str, str]) -> None:
+    for name in thread_variables(os.environ):
+        del os.environ[name]
+    os.environ.update(thread_settings(settings))
 
 
 def without_credentials(url: str) -> str:

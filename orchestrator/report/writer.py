@@ -355,9 +355,9 @@ def _skipped_section(skipped: Iterable[Skipped]) -> list[str]:
 
 
 def _environment_section(df: pd.DataFrame) -> list[str]:
-    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "gpu_model",
-               "gpu_count", "driver", "python", "framework", "framework_version", "cuda",
-               "cudnn", "repo_digest", "image_id", "tool_version", "git_revision"]
+    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "cpu_threads",
+               "gpu_model", "gpu_count", "driver", "python", "framework", "framework_version",
+               "cuda", "cudnn", "repo_digest", "image_id", "tool_version", "git_revision"]
     shown = [c for c in columns if c in df and df[c].notna().any()]
     if "hardware" not in shown:
         return []

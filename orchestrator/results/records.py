@@ -259,6 +259,11 @@ class ProvenanceRecord(_Identity):
     devices_used: int | None = None
     cpu_model: str | None = None
     cpu_count: int | None = None
+    # the threads it computed with: the framework's count (torch's; None where the framework
+    # does not say) and the math libraries' settings it started with (worker/threads.py;
+    # {} where none was set, None in a record made before they were recorded)
+    cpu_threads: int | None = Field(default=None, ge=1)
+    thread_settings: dict[str, str] | None = None
     hostname: str | None = None  # the worker's (a container's own under docker)
     node: str | None = None  # the machine the executor ran on: whose ceiling a row shares
     # the node's measured ceiling at the cell's precision (worker/ceiling.py), where this

@@ -293,7 +293,7 @@ class RunDirectory:
             prov = {} if result.provenance is None else result.provenance.model_dump(
                 exclude={"record", *_IDENTITY})
             for column in _JSON_COLUMNS:  # dicts of varying keys: JSON text in parquet
-                if column in prov:
+                if prov.get(column) is not None:
                     prov[column] = json.dumps(prov[column], sort_keys=True)
             measured = [m.model_dump(exclude={"record", *_IDENTITY}) for m in result.measurements]
             for measurement in measured or [{}]:
@@ -311,7 +311,7 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
 
 
 _IDENTITY = {"schema_version", "run", "cell_id", "config_id", "repeat"}
-_JSON_COLUMNS = ("data_sha256", "precision_switches")  # provenance dicts
+_JSON_COLUMNS = ("data_sha256", "precision_switches", "thread_settings")  # provenance dicts
 
 
 def _write_all(fd: int, data: bytes) -> None:

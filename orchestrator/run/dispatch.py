@@ -4,7 +4,9 @@
 (one unit per node, so a node runs one cell at a time and cells never disturb each other's
 timing) and the cell's GPUs. Without an address it starts an embedded single-node Ray that
 offers every local hardware entry and runs one cell at a time. `SerialDispatcher` runs the
-same cells in this process's environment without Ray (`--no-ray`).
+same cells in this process's environment without Ray (`--no-ray`). A Ray task runs its cell
+with the driver's thread settings (`OMP_NUM_THREADS` ...), not Ray's default for a task, so
+a cell computes on the same threads either way.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from orchestrator import failpoints
 from orchestrator.errors import DispatchError, DriverNodeLost
 from orchestrator.executors import execute, executor_kind
+from orchestrator.executors.environment import thread_settings, with_thread_settings
 from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import ToolInfo, not_run_records
 from orchestrator.images.ref import ImageRef
@@ -88,7 +91,10 @@ class RayDispatcher:
                  address: str | None = None,
                  node_wait_grace_s: float = NODE_WAIT_GRACE_S,
                  say: Callable[[str], None] = lambda line: None,
-                 ray_log: Path | None = None) -> None:
+                 ray_log: Path | None = None,
+                 threads: Mapping[str, str] | None = None) -> None:
+        """`threads`: the thread settings every cell runs with; by default this process's
+        (a head driver passes those of the user's, which Ray has replaced in its own)."""
         try:
             import ray
         except ImportError:
@@ -97,6 +103,7 @@ class RayDispatcher:
         self.ray = ray
         self.run_root, self.tool, self.say = run_root, tool, say
         self.node_wait_grace_s = node_wait_grace_s
+        self.threads = thread_settings(os.environ if threads is None else threads)
         self.address = address or os.environ.get("RAY_ADDRESS")
         self.embedded = not self.address
         with stderr_into(ray_log):
@@ -181,7 +188,7 @@ class RayDispatcher:
                         name=f"cell-{cell.cell_id}",
                     ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
                              images.get(cell.stack.name), starts.board if starts else None,
-                             _token(cell, attempt[cell.cell_id]))
+                             _token(cell, attempt[cell.cell_id]), self.threads)
                     in_flight[ref] = (cell, time.monotonic())
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
                 for ref in ready:
@@ -357,9 +364,9 @@ def stderr_into(path: Path | None) -> Iterator[None]:
 
 
 def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: ImageRef | None,
-                      board: Any, token: str) -> list[dict[str, Any]]:
-    """The Ray task: run one cell on this node with its stack's executor, and tell the
-    driver's start board when the cell's clock starts."""
+                      board: Any, token: str, threads: dict[str, str]) -> list[dict[str, Any]]:
+    """The Ray task: run one cell on this node with its stack's executor and the driver's
+    thread settings, and tell the driver's start board when the cell's clock starts."""
     import ray
 
     cell = Cell.model_validate_json(cell_json)
@@ -378,6 +385,7 @@ def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: Imag
         except (ray.exceptions.RayError, TimeoutError):
             pass  # a board that cannot take it: the executor's own timer still holds
 
-    records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
-                      on_start=started)
+    with with_thread_settings(threads):
+        records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
+                          on_start=started)
     return [r.model_dump(mode="json", exclude_none=True) for r in records]

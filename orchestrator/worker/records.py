@@ -212,6 +212,8 @@ class ProvenanceLine(_Line):
     hostname: str | None = None
     cpu_model: str | None = None
     cpu_count: int | None = None
+    cpu_threads: int | None = None  # the framework's intra-op threads (worker/threads.py)
+    thread_settings: dict[str, str] | None = None  # OMP_NUM_THREADS ... as the worker had them
     framework: str | None = None
     framework_version: str | None = None
     data_sha256: dict[str, str] | None = None  # data file name -> sha256

@@ -11,14 +11,16 @@ user's machine goes away, and then tears the cluster down itself, with the provi
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
 import traceback
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.executors.environment import thread_settings
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
@@ -57,6 +59,9 @@ class DriverInput(BaseModel):
     estimate_s: dict[str, float] = {}  # cell id -> estimated seconds
     follower_grace_s: float = 600.0
     node_wait_grace_s: float = NODE_WAIT_GRACE_S
+    # the thread settings (OMP_NUM_THREADS ...) of the environment the input is made in, the
+    # user's, for every cell: a Ray job's own has Ray's OMP_NUM_THREADS=1 where none is set
+    threads: dict[str, str] = Field(default_factory=lambda: thread_settings(os.environ))
 
 
 def records_line(seq: int, cell_id: str, records: list[Record]) -> str:
@@ -71,7 +76,8 @@ def drive(driver_input: DriverInput) -> None:
     guard = budget_guard(given.budget_usd, given.usd_per_hour, dict(given.estimate_s),
                          fixed_usd_per_hour=given.head_usd_per_hour)
     dispatcher = RayDispatcher(Path(given.run_root).expanduser(), given.tool, [],
-                               address="auto", node_wait_grace_s=given.node_wait_grace_s)
+                               address="auto", node_wait_grace_s=given.node_wait_grace_s,
+                               threads=given.threads)
     try:
         for seq, (cell, records) in enumerate(dispatcher.run(given.cells, given.images, guard)):
             print(records_line(seq, cell.cell_id, records), flush=True)
