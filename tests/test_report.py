@@ -14,7 +14,7 @@ from orchestrator.results.run_directory import RunDirectory
 
 def add_cell(store: RunDirectory, cell_id: str, config_id: str, workload: str,
              rates: list[float], params: dict, status: str = "ok", repeat: int = 1,
-             error: str | None = None) -> None:
+             error: str | None = None, flags: tuple[str, ...] = ()) -> None:
     ident = {"run": "r", "cell_id": cell_id, "config_id": config_id, "repeat": repeat}
     unit = "word" if workload == "lstm_lm" else "sample"
     measurements = [MeasurementRecord(**ident, epoch=i + 1, train_s=2.0, items=2.0 * rate,
@@ -22,7 +22,7 @@ def add_cell(store: RunDirectory, cell_id: str, config_id: str, workload: str,
                     for i, rate in enumerate(rates)]
     cell = CellRecord(**ident, status=status, started_at="2026-11-22T00:00:00+00:00",
                       wall_s=5.0, hardware="box", stack="here", workload=workload, error=error,
-                      **{f"param.{k}": v for k, v in params.items()})
+                      flags=list(flags), **{f"param.{k}": v for k, v in params.items()})
     store.append([ProvenanceRecord(**ident, hostname="box"), *measurements, cell])
 
 
@@ -62,3 +62,25 @@ def test_the_report_has_a_section_per_workload_and_lists_failures(store):
     failures = text.split("## Cells that did not finish ok (1)")[1]
     assert "timeout" in failures and "within the cell's timeout" in failures
     assert "logs/d1.log" in failures
+
+
+CONTENDED = ("contended: in epoch 1, 0.99 of its threads on average waited for a CPU while "
+             "other processes used 0.99 cores of the CPUs it ran on")
+
+
+def test_a_flag_the_executor_gave_a_cell_has_its_reason_under_the_row(store):
+    # the second repeat of batch 16 was contended and oversubscribed; sleep claimed a bound
+    add_cell(store, "a3", "cfg16", "lstm_lm", [99, 101], {"batch_size": 16}, repeat=3,
+             flags=("contended", "oversubscribed"),
+             error=f"{CONTENDED}; oversubscribed: 3 workers on 2 CPU cores")
+    add_cell(store, "a4", "cfg16", "lstm_lm", [99, 101], {"batch_size": 16}, repeat=4,
+             flags=("contended",), error=CONTENDED.replace("0.99", "0.50"))
+    text = render(run_frame(store), "r")
+    lstm = text.split("## lstm_lm")[1].split("## ")[0].splitlines()
+    row = next(i for i, line in enumerate(lstm) if line.startswith("| box | here | 16 |"))
+    assert "contended,oversubscribed" in lstm[row]
+    # each kind of reason once, from the first cell that gave it
+    assert lstm[row + 1].startswith(
+        f"| ↳ {CONTENDED}; oversubscribed: 3 workers on 2 CPU cores |"), lstm[row + 1]
+    other = next(i for i, line in enumerate(lstm) if line.startswith("| box | here | 32 |"))
+    assert not lstm[other + 1].startswith("| ↳")  # noisy: its why is in the spread column

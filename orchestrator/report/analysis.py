@@ -82,6 +82,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "usd_per_million_items": _median(group, "usd_per_million_items"),
             "flags": ",".join(sorted(flags)),
             "judgement": _worst_judgement(group),
+            "cell_reasons": cell_reasons(group),
             "peak_note": _first(group, "peak_note"),
             "flops_note": _first(group, "flops_note"),
         }
@@ -166,6 +167,25 @@ def _worst_judgement(group: pd.DataFrame) -> str:
     if flagged.empty:
         return ""
     return str(flagged.loc[flagged["items_per_s"].idxmax(), "judgement"])
+
+
+def cell_reasons(group: pd.DataFrame) -> str:
+    """Why the executor flagged the configuration's ok cells (`contended`, `oversubscribed`,
+    `left_processes`, `fewer_epochs`, `throttled`, a field left out), each kind of reason
+    once, from the first cell that gave it: the why beside the flags in a table, as the
+    judge's is. Not `implausible`: the judge gives that anew from the figures."""
+    if "error" not in group:
+        return ""
+    cells = group.drop_duplicates("cell_id")
+    if "status" in cells:
+        cells = cells[cells["status"] == "ok"]
+    found: dict[str, str] = {}
+    for error in cells["error"].dropna().astype(str):
+        for reason in filter(None, error.split("; ")):
+            kind = reason.split(":", 1)[0]
+            if kind != Flag.IMPLAUSIBLE.value:
+                found.setdefault(kind, reason)
+    return "; ".join(found.values())
 
 
 def _devices(group: pd.DataFrame) -> int:
