@@ -10,7 +10,7 @@ from orchestrator.results.records import CellRecord, MeasurementRecord, Provenan
 from orchestrator.results.run_directory import RunDirectory
 
 UNITS = {"lstm_lm": "word", "rnn_micro": "example", "transformer_ft": "sample",
-         "sleep": "sample"}
+         "sleep": "sample", "nmt_dp": "word"}
 GIB = 1024 ** 3
 
 

@@ -17,7 +17,8 @@ from orchestrator.report.frame import run_frame
 from orchestrator.report.plots import epoch_time, memory, scaling
 from orchestrator.report.writer import workload_summaries, write_report
 from orchestrator.results.records import Status
-from tests.report_fixtures import fixture_run
+from orchestrator.results.run_directory import RunDirectory
+from tests.report_fixtures import cell, fixture_run
 
 GOLDEN = Path(__file__).parent / "golden" / "report.md"
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -97,3 +98,24 @@ def test_each_figure_exists_opens_800_px_wide_and_draws_the_tables_values(writte
     lines = {line.get_label(): line.get_ydata().tolist() for line in figure.axes[0].lines}
     assert lines["ideal"] == [1, 4]
     assert [1.0, 1.8, 3.2] in [pytest.approx(v) for v in lines.values()]
+
+
+def test_cpu_workers_scale_as_workers_and_an_implausible_point_is_marked(tmp_path):
+    store = RunDirectory(tmp_path / "run")
+    store.root.mkdir()
+    for workers, rate in ((1, 100.0), (2, 180.0), (3, 9000.0)):  # 90x on 3 workers
+        cell(store, f"w{workers}", f"w{workers}", "nmt_dp", "box",
+             {"workers": workers, "src_len": 12}, [rate, rate])
+    ((_, summary, _),) = workload_summaries(run_frame(store))
+    axes = scaling(summary, "nmt_dp").axes[0]
+    assert axes.get_title() == "nmt_dp: scaling with CPU workers"
+    assert (axes.get_xlabel(), axes.get_ylabel()) == ("CPU workers", "speedup (x one worker)")
+    # one line, named by its machine; no setting they share (src_len=12.0) in the name
+    assert axes.get_legend_handles_labels()[1] == [
+        "ideal", "box", "implausible (the table says why)"]
+    lines = {line.get_label(): line.get_ydata().tolist() for line in axes.lines}
+    assert lines["box"] == pytest.approx([1.0, 1.8, 90.0])
+    (marked,) = axes.collections  # the judge's verdict, drawn where the point is
+    assert marked.get_offsets().tolist() == [[3.0, 90.0]]
+    assert [text.get_text() for text in axes.texts] == ["implausible"]
+    assert all(tick.is_integer() for tick in axes.get_xticks())

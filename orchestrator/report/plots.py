@@ -5,7 +5,7 @@ Each function returns a Figure or None when its data is absent, so a test can re
 plotted values back from the figure's artists before it is saved.
 - time per epoch, one bar per configuration: timed steps, the rest of the epoch, the range;
 - memory per configuration (the framework's peak where measured, else the process's RSS);
-- speedup against GPUs, with the ideal line;
+- speedup against GPUs or CPU workers, with the ideal line, implausible points marked;
 - throughput against cost per million items;
 - `matrix advise`'s job: time to train against cost, with intervals and the Pareto front.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.analysis import config_labels, twin_keys
-from orchestrator.report.markdown import MIB
+from orchestrator.report.markdown import MIB, fmt
 from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.run_directory import atomic_write
 from orchestrator.worker.units import plural
@@ -108,21 +108,39 @@ def memory(summary: pd.DataFrame, workload: str) -> Figure | None:
 
 
 def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
+    """Speedup against the devices a configuration trains on (GPUs, or CPU workers), one
+    line per set of twins named by what tells them apart, with the ideal line. A point the
+    judge found implausible is marked red and named so: never drawn as a plain result."""
     scaled = summary[summary["speedup_ratio"].notna()] if "speedup_ratio" in summary else None
     if scaled is None or scaled.empty:
         return None
-    figure, axes = _figure(f"{workload}: scaling with GPUs", "GPUs", "speedup (x one GPU)")
+    on_gpus = int(scaled["gpu_model"].notna().sum()) if "gpu_model" in scaled else 0
+    what, one = (("GPUs", "GPU") if on_gpus == len(scaled) else
+                 ("CPU workers", "worker") if on_gpus == 0 else
+                 ("devices (GPUs or CPU workers)", "device"))
+    figure, axes = _figure(f"{workload}: scaling with {what}", what, f"speedup (x one {one})")
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
     devices = reported().device_param_columns(scaled["workload"].dropna().unique())
-    params = [c for c in param_columns(scaled.columns) if c not in devices]
+    varying = [c for c in ("stack", *param_columns(scaled.columns))
+               if c not in devices and scaled[c].nunique(dropna=False) > 1]
     for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):
         group = group.sort_values("devices")
         first = group.iloc[0]
-        label = " ".join([str(first["instance_type"] or first["gpu_model"]),
-                          *(f"{param_name(c)}={first[c]}" for c in params)])
+        label = " ".join([str(first["instance_type"] or first["gpu_model"] or first["hardware"]),
+                          *(f"{param_name(c)}={fmt(first[c])}" for c in varying)])
         axes.plot(group["devices"], group["speedup_ratio"], marker="o", label=label)
-    axes.legend()
+    bad = scaled[scaled["flags"].fillna("").str.contains("implausible")]
+    if len(bad):
+        axes.scatter(bad["devices"], bad["speedup_ratio"], marker="x", s=80, color="red",
+                     zorder=3, label="implausible (the table says why)")
+        for x, y in zip(bad["devices"], bad["speedup_ratio"], strict=True):
+            axes.annotate("implausible", (x, y), fontsize=8, color="red", xytext=(-8, -4),
+                          textcoords="offset points", ha="right", va="top")
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))  # devices are whole
+    axes.legend(fontsize=8, loc="upper left")
     return figure
 
 
