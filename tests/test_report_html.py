@@ -103,6 +103,7 @@ def test_numeric_columns_align_right_and_a_flag_line_spans_the_table(tmp_path):
         | a100 | 6 (3x) | 1,000 | 1.5% | 1.80x | 0.05 | over the peak |
         | ↳ implausible: 412 TFLOP/s, over the 312 TFLOP/s peak |  |  |  |  |  |  |
         | v100 | 6 (3x) | 500 | 12.0% |  | 1.2e-05 |  |
+        | ↳ contended: <b>a worker's</b> & its [link](https://evil.example) |  |  |  |  |  |  |
         """)
     page = write_report_html(report).read_text()
     headers = re.findall(r"<th( class=\"num\")?>([^<]+)</th>", page)
@@ -110,8 +111,33 @@ def test_numeric_columns_align_right_and_a_flag_line_spans_the_table(tmp_path):
         ["n", "items/s", "spread", "speedup", "$/epoch"]
     assert '<td class="num">1,000</td>' in page and '<td class="word">a100</td>' in page
     assert "<td>over the peak</td>" in page  # words may wrap
-    assert ('<tr>\n<td colspan="7" class="flag">↳ implausible: 412 TFLOP/s, over the 312 '
-            "TFLOP/s peak</td>\n</tr>") in page
+    assert ('<tr>\n<td colspan="7" class="flag"><span class="why">↳ implausible: 412 TFLOP/s, '
+            "over the 312 TFLOP/s peak</span></td>\n</tr>") in page
+    # the span is the only markup: the reason itself stays text
+    assert ('<span class="why">↳ contended: &lt;b&gt;a worker\'s&lt;/b&gt; &amp; its '
+            "[link](https://evil.example)</span>") in page
+
+
+def test_a_flag_line_under_a_wide_table_wraps_where_it_can_be_read(browser: Browser, tmp_path):
+    columns = [f"column {i}" for i in range(24)]
+    reason = "contended: " + " ".join(["its threads waited for a CPU"] * 12)
+    report = write(tmp_path / "report.md", "\n".join([
+        "# wide", "", f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}",
+        f"| {' | '.join(f'{i:,}' for i in range(1000, 1024))} |",
+        f"| ↳ {reason} |{'  |' * (len(columns) - 1)}", ""]))
+    assert browser.open(write_report_html(report)) == []
+    box = browser.js("""
+        const why = document.querySelector('td.flag .why').getBoundingClientRect();
+        const scroll = document.querySelector('.scroll');
+        const view = scroll.getBoundingClientRect();
+        return {why_left: why.left, why_right: why.right, why_height: why.height,
+                view_left: view.left, view_right: view.right,
+                table: scroll.scrollWidth, shown: scroll.clientWidth};""")
+    assert box["table"] > box["shown"]  # the table scrolls: wider than its box
+    # the sentence wraps within the box, not across the whole table
+    assert box["view_left"] <= box["why_left"] and box["why_right"] <= box["view_right"], box
+    assert box["why_height"] > 40, box  # more than one line
+    browser.screenshot("report-html-wide-flag-line")
 
 
 def test_the_report_page_loads_with_no_console_error_and_every_figure_shows(

@@ -56,6 +56,10 @@ tbody tr:nth-child(even) { background: var(--zebra); }
 td.num, th.num { text-align: right; white-space: nowrap; }
 td.word { white-space: nowrap; }
 td.flag { color: #7b341e; background: #fff7ed; }
+/* a flag line spans the table, which may scroll: its sentence wraps at the visible width
+   and stays in view */
+td.flag .why { position: sticky; left: 0.55rem; display: inline-block;
+               max-width: min(64rem, calc(100vw - 4rem)); }
 th button { all: unset; cursor: pointer; display: block; width: 100%; }
 th button:focus-visible { outline: 2px solid #2b6cb0; outline-offset: 2px; }
 th[aria-sort] button::after { content: " \\25B2"; font-size: 0.75em; }
@@ -213,8 +217,13 @@ def _joined_row(row: list[Token]) -> list[Token]:
     first = cells[0][1].content.strip() if cells else ""
     if not first.startswith(FLAG) or any(cell[1].content.strip() for cell in cells[1:]):
         return row
+    from markdown_it.token import Token
+
     cells[0][0].attrSet("colspan", str(len(cells)))
     cells[0][0].attrSet("class", "flag")
+    inline = cells[0][1]  # its text stays text tokens, escaped; only the span is markup
+    inline.children = [Token("html_inline", "", 0, content='<span class="why">'),
+                       *(inline.children or []), Token("html_inline", "", 0, content="</span>")]
     return [row[0], *cells[0], row[-1]]
 
 
