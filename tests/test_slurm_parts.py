@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.providers.slurm.commands import _fields, _gres_gpus
 from orchestrator.providers.slurm.jobs import _ranges, comment, parse_comment, time_limit_s
-from orchestrator.providers.slurm.outcomes import TaskState, _indices, ended_status
+from orchestrator.providers.slurm.outcomes import TaskState, _indices, ended_status, merged
 from orchestrator.providers.slurm.provider import filesystem_type
 from orchestrator.results.records import Status
 from tests.conftest import run_cli, write
@@ -29,6 +29,34 @@ def test_array_indices_read_and_written_as_slurm_lists_them():
     assert _indices("[3,5-7]") == [3, 5, 6, 7]
     assert _indices("") == []
     assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+
+
+def state(name: str, detail: str = "") -> TaskState:
+    return TaskState(-1, name, detail)
+
+
+@pytest.mark.parametrize("order", ["own line first", "range first"])
+def test_a_started_tasks_own_line_wins_over_a_stale_range_cancelled_around_it(order):
+    """Seen in CI: task 0 of `%1` array 25 ran; the sweep cancelled 1 and 2, which the
+    budget could not afford; sacct still listed the pending range with 0 in it, now
+    CANCELLED, and the running cell was journalled as cancelled outside the sweep."""
+    lines = [("0", state("RUNNING")), ("[0-2%1]", state("CANCELLED", "by 0"))]
+    found = merged(lines if order == "own line first" else lines[::-1])
+    assert {i: s.state for i, s in found.items()} == {
+        0: "RUNNING", 1: "CANCELLED", 2: "CANCELLED"}
+    assert [s.index for s in found.values()] == list(found)
+
+
+def test_between_lines_of_one_kind_the_state_past_pending_wins():
+    ranges = merged([("[0-3]", state("PENDING")), ("[2-3]", state("CANCELLED", "by 0")),
+                     ("[3]", state("PENDING"))])
+    assert {i: s.state for i, s in ranges.items()} == {
+        0: "PENDING", 1: "PENDING", 2: "CANCELLED", 3: "CANCELLED"}
+    own = merged([("4", state("COMPLETED")), ("4", state("PENDING"))])
+    assert own[4].state == "COMPLETED"
+    # a whole pending array cancelled by someone else: its range alone ends its tasks
+    assert {s.state for s in merged([("[0-1]", state("CANCELLED", "by 1000"))]).values()} \
+        == {"CANCELLED"}
 
 
 def test_scontrol_fields_keep_values_with_spaces():

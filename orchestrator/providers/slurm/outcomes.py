@@ -16,7 +16,8 @@ them (group.py); these rules cover the tasks that Slurm ended first:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from orchestrator.providers.slurm import commands
 from orchestrator.providers.slurm.jobs import time_limit_s
@@ -47,39 +48,52 @@ class TaskState:
 
 
 def task_states(array_id: str, accounting: bool) -> dict[int, TaskState]:
-    """Index -> state of every task of the array that Slurm still knows. Where a task is
-    listed twice (sacct lists a pending range a moment after one of its tasks started),
-    the state past PENDING wins."""
+    """Index -> state of every task of the array that Slurm still knows (`merged`)."""
     return _from_sacct(array_id) if accounting else _from_controller(array_id)
 
 
-def _from_sacct(array_id: str) -> dict[int, TaskState]:
-    states = {}
-    for row in commands.accounted(array_id):
-        base, _, detail = row.get("State", "").partition(" ")
-        for index in _indices(row.get("JobID", "").partition("_")[2]):
-            if base == "PENDING" and index in states:
-                continue  # a stale pending range still lists a task that has started
-            states[index] = TaskState(index, base, detail or row.get("Reason", ""),
-                                      row.get("ExitCode", ""), row.get("NodeList", ""),
-                                      _seconds(row.get("Elapsed", "")))
+def merged(lines: Iterable[tuple[str, TaskState]]) -> dict[int, TaskState]:
+    """Index -> state from Slurm's lines of an array, each its indices as listed ("4",
+    "[5-9%2]") and its state. A task's own line wins over a range that lists it too:
+    sacct and the controller list a pending range a moment after one of its tasks started,
+    and once the sweep cancels the rest, that range reads CANCELLED for the started task as
+    well (a running cell journalled as cancelled, and left running). Between two lines of
+    one kind, the state past PENDING wins."""
+    states: dict[int, TaskState] = {}
+    own: set[int] = set()
+    for listed, state in lines:
+        single = listed.isdigit()
+        for index in _indices(listed):
+            if index in states and (
+                    (index in own and not single)
+                    or (state.state == "PENDING" and single == (index in own))):
+                continue
+            states[index] = replace(state, index=index)
+            if single:
+                own.add(index)
     return states
 
 
+def _from_sacct(array_id: str) -> dict[int, TaskState]:
+    lines = []
+    for row in commands.accounted(array_id):
+        base, _, detail = row.get("State", "").partition(" ")
+        lines.append((row.get("JobID", "").partition("_")[2], TaskState(
+            -1, base, detail or row.get("Reason", ""), row.get("ExitCode", ""),
+            row.get("NodeList", ""), _seconds(row.get("Elapsed", "")))))
+    return merged(lines)
+
+
 def _from_controller(array_id: str) -> dict[int, TaskState]:
-    states = {}
+    lines = []
     for job in commands.show_jobs(array_id):
         if job.get("ArrayJobId") != array_id:
             continue
         reason = job.get("Reason", "")
-        for index in _indices(job.get("ArrayTaskId", "")):
-            if job.get("JobState") == "PENDING" and index in states:
-                continue
-            states[index] = TaskState(index, job.get("JobState", ""),
-                                      "" if reason == "None" else reason,
-                                      job.get("ExitCode", ""), job.get("NodeList", ""),
-                                      _seconds(job.get("RunTime", "")))
-    return states
+        lines.append((job.get("ArrayTaskId", ""), TaskState(
+            -1, job.get("JobState", ""), "" if reason == "None" else reason,
+            job.get("ExitCode", ""), job.get("NodeList", ""), _seconds(job.get("RunTime", "")))))
+    return merged(lines)
 
 
 def _seconds(text: str) -> float:
