@@ -33,6 +33,7 @@ from orchestrator.worker.records import (
     read_out_file,
 )
 from tests.cells import make_cell, make_cell_model, run_worker
+from tests.conftest import own_reasons
 
 MEASUREMENT = MeasurementLine(
     epoch=2, item_unit="sample", timing="steps", train_s=1.5, items=96, items_per_s=64.0,
@@ -201,7 +202,9 @@ def test_an_error_of_a_kind_unknown_fails_the_cell_and_says_so(tmp_path):
 def test_what_a_real_worker_writes_the_driver_reads_without_a_warning(tmp_path):
     cell = make_cell_model("sleep", {"seconds": 0.02, "steps": 2}, epochs=2)
     provenance, *measurements, end = run_cell(cell, tmp_path, ToolInfo("t", None))
-    assert isinstance(end, CellRecord) and (end.status, end.error) == (Status.OK, None)
+    assert isinstance(end, CellRecord) and end.status is Status.OK
+    # no warning; the machine's own reasons (another test worker on the CPUs) may stand
+    assert own_reasons(end.model_dump()) == []
     assert [m.epoch for m in measurements if isinstance(m, MeasurementRecord)] == [1, 2]
     assert isinstance(provenance, ProvenanceRecord) and provenance.python
     output = read_out_file(str(tmp_path / "cells" / f"{cell.cell_id}.out.jsonl"))

@@ -230,7 +230,8 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
         reasons = "; ".join(filter(None, [row.get("judgement"), row.get("cell_reasons")]))
         if reasons:  # the judge's, then the executor's: no flag stands without its why
             body.append(flag_line(reasons, len(headers)))
-        elif has_peak and present(row.get("flops_note")) and row["flops_note"]:
+        note = row.get("flops_note") if has_peak and not row.get("judgement") else None
+        if present(note) and note:
             body.append(flag_line(row["flops_note"], len(headers)))  # where its FLOPs came from
     fixed = {param_name(c): summary[c].iloc[0] for c in param_columns(summary.columns)
              if c not in varying}
