@@ -6,7 +6,9 @@ memory peak, and the cost of one run (its wall time x its hardware's price).
 
 A script's wall time includes whatever it does besides training, so it compares only with
 the same script's other configurations: "quickest" and "cheapest" are picked per workload.
-Its figures carry the flags their cells recorded; there is no throughput to judge.
+Its figures carry the flags their cells recorded, and `noisy` where its repeats' wall times
+spread as a throughput's would be flagged (report/whole_runs.py: `noisy`); there is no
+throughput to judge.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from orchestrator.database.history import (
     picks,
     with_match_ids,
 )
+from orchestrator.report.whole_runs import noisy
+from orchestrator.results.records import Flag
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,8 +54,9 @@ def whole_repeats(db: Connection, filters: Filters) -> pd.DataFrame:
 
 def whole_per_run(db: Connection, samples: pd.DataFrame) -> pd.DataFrame:
     """A configuration's figures in each run: repeats, median wall time and its spread,
-    the largest memory peak, the cost of one run where priced, its repeats' flags, and
-    `match_id` and `code` (history.with_match_ids: across changes of the user's code)."""
+    the largest memory peak, the cost of one run where priced, its repeats' flags (and
+    `noisy` for a spread the report would call so), and `match_id` and `code`
+    (history.with_match_ids: across changes of the user's code)."""
     import pandas as pd
 
     if samples.empty:
@@ -64,8 +69,11 @@ def whole_per_run(db: Connection, samples: pd.DataFrame) -> pd.DataFrame:
     runs["wall_s"] = grouped["wall_s"].median()
     runs["spread"] = (grouped["wall_s"].max() - grouped["wall_s"].min()) / runs["wall_s"]
     runs["mem_peak_bytes"] = grouped["mem_peak_bytes"].max()
-    runs["flags"] = grouped["flags"].agg(
-        lambda found: ",".join(sorted({f for text in found for f in text.split(",") if f})))
+    runs["flags"] = [",".join(sorted(set(filter(None, text.split(",")))
+                                     | ({Flag.NOISY.value} if noisy(spread, repeats) else set())))
+                     for text, spread, repeats in zip(
+                         grouped["flags"].agg(",".join), runs["spread"], runs["repeats"],
+                         strict=True)]
     runs["usd_per_run"] = runs["price_per_hour_usd"] / 3600 * runs["wall_s"]
     runs = runs.reset_index()
     versions = dict(db.query_in("SELECT attempt_id, provenance FROM cells WHERE "

@@ -3,24 +3,28 @@ report its steps (no `matrix_bench` client) gets rows with `timing: whole`, its 
 time, memory and GPU telemetry, and no throughput (docs/results-schema.md). They are shown
 apart from the throughput tables, never ranked or plotted with them: a script's wall time
 includes whatever it does besides training (start-up, data loading, evaluation, saving),
-so it compares only with the same script's other configurations.
+so it compares only with the same script's other configurations. A configuration whose
+repeats' wall times spread beyond NOISY_SPREAD (report/analysis.py) is flagged `noisy`, as
+a throughput table's is: its median is no steadier than its throughput would be.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from orchestrator.report.analysis import NOISY_SPREAD
 from orchestrator.report.markdown import fmt, fmt_mib, fmt_pct, fmt_seconds, fmt_usd, table
 from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.records import Flag
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CAPTION = ("Timed as a whole: the script does not report its steps (no `matrix_bench` "
            "client), so these rows have no throughput. Wall s is the script's run from start "
-           "to exit (medians over repeats, n = repeats), spread = (max - min) / median of it; "
-           "memory and GPU figures cover the whole run. Add the client (README: your own "
-           "training code) to measure items per second.")
+           "to exit (medians over repeats, n = repeats), spread = (max - min) / median of it, "
+           f"noisy above {NOISY_SPREAD:.0%}; memory and GPU figures cover the whole run. Add "
+           "the client (README: your own training code) to measure items per second.")
 
 
 def whole_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -58,9 +62,11 @@ def _section(workload: str, group: pd.DataFrame) -> list[str]:
         median = float(wall.median())
         spread = float((wall.max() - wall.min()) / median) if median else 0.0
         marks = config["flags"].fillna("") if "flags" in config else []
-        flags = sorted(set(filter(None, ",".join(marks).split(","))))
+        repeats = config["cell_id"].nunique()
+        flags = sorted(set(filter(None, ",".join(marks).split(",")))
+                       | ({Flag.NOISY.value} if noisy(spread, repeats) else set()))
         body.append([first["hardware"], first["stack"], *(fmt(first[c]) for c in varying),
-                     config["cell_id"].nunique(), fmt_seconds(median), fmt_pct(spread),
+                     repeats, fmt_seconds(median), fmt_pct(spread),
                      fmt_mib(config["host_rss_peak_bytes"].median()),
                      *(render(float(config[c].median())) if config[c].notna().any() else ""
                        for c, _, render in optional),
@@ -71,3 +77,9 @@ def _section(workload: str, group: pd.DataFrame) -> list[str]:
     return [f"## {workload} (timed as a whole)", "", CAPTION, "",
             *([f"Fixed settings: {fixed}.", ""] if fixed else []),
             *table(headers, body), ""]
+
+
+def noisy(spread: float, repeats: int) -> bool:
+    """Whether a script's wall times, over `repeats`, spread too far for their median to be
+    its figure: the throughput tables' rule (report/analysis.py: NOISY_SPREAD)."""
+    return repeats > 1 and spread > NOISY_SPREAD
