@@ -5,6 +5,8 @@ priced local hardware entries."""
 from __future__ import annotations
 
 import json
+import math
+import statistics
 
 import pytest
 
@@ -49,8 +51,13 @@ def test_each_configuration_gets_the_jobs_time_cost_and_energy(known_run):
     assert a.time_s == pytest.approx(3600) and a.cost_usd == pytest.approx(1.0)
     assert a.time_range_s == pytest.approx((3600, 3600))  # identical repeats: no spread
     assert b.time_s == pytest.approx(900) and b.cost_usd == pytest.approx(2.5)
-    low, high = b.time_range_s
-    assert JOB / 420 - 1e-6 <= low < 900 < high <= JOB / 380 + 1e-6
+    low, high = b.time_range_s  # a 95% t-interval over 3 repeats: wider than min to max
+    logs = [math.log(r) for r in (380.0, 400.0, 420.0)]
+    mean, sd = statistics.fmean(logs), statistics.stdev(logs)
+    half = 4.303 * sd / math.sqrt(3)  # t(0.975, 2 df)
+    assert low == pytest.approx(JOB / math.exp(mean + half))
+    assert high == pytest.approx(JOB / math.exp(mean - half))
+    assert low < JOB / 420 and high > JOB / 380  # the old min-max range held ~75%
     assert b.energy_kwh == pytest.approx(2 * JOB / 3.6e6) and b.co2_kg == pytest.approx(0.1)
     assert a.energy_kwh is None  # not measured: never a guess
     assert d.time_range_s is None and d.repeats == 2  # too few repeats for an interval
@@ -76,10 +83,16 @@ def test_the_command_prints_within_80_columns_and_json_for_scripts(known_run, tm
     assert done.returncode == 0, done.stderr
     assert max(len(line) for line in done.stdout.splitlines()) <= 80
     assert "cheapest within the deadline: fast-dear" in done.stdout
-    assert "left out: hot-box: throttled" in done.stdout and "few" in done.stdout
+    assert "left out: hot-box: throttled" in done.stdout
+    assert "none: 2 repeats: no interval" in done.stdout  # pair-box
     data = run_cli("advise", str(known_run), "--items", str(JOB), "--format", "json",
                    cwd=tmp_path)
-    rows = {r["configuration"].split()[0]: r for r in json.loads(data.stdout)["projections"]}
+    answer_json = json.loads(data.stdout)
+    rows = {r["configuration"].split()[0]: r for r in answer_json["projections"]}
+    assert answer_json["job"]["items"] == JOB and answer_json["job"]["item_unit"] == "sample"
+    assert answer_json["picks"]["fastest"]["configuration"].startswith("fast-dear")
+    assert answer_json["picks"]["cheapest"]["configuration"].startswith("slow-cheap")
+    assert answer_json["left_out"] == {"hot-box": "throttled: the GPU slowed down (thermal)"}
     assert rows["fast-dear"]["cost_usd"] == pytest.approx(2.5)
     assert rows["slow-cheap"]["marks"] == "cheapest,front"
     for args, problem in ((["--deadline", "soon"], "--deadline 'soon' is not a duration"),
@@ -91,21 +104,34 @@ def test_the_command_prints_within_80_columns_and_json_for_scripts(known_run, tm
         assert problem in line, line
 
 
-def test_a_run_whose_every_configuration_is_left_out_says_why_without_a_traceback(tmp_path):
+def test_a_run_whose_every_configuration_is_flagged_gets_a_best_guess_with_its_caveat(
+        tmp_path):
     store = RunDirectory(tmp_path / "crowded")
     store.root.mkdir(parents=True)
     reason = ("contended: in epoch 1, 0.99 of its threads on average waited for a CPU while "
               "other processes used 0.99 cores of the CPUs it ran on")
     cell(store, "e1", "e", "sleep", "busy-box", {}, [100.0], flags=["contended"], error=reason)
+    cell(store, "i1", "i", "sleep", "liar-box", {}, [9e9], flags=["implausible"],
+         error="implausible: 9e9 samples/s")
     done = run_cli("advise", str(store.root), "--items", str(JOB), cwd=tmp_path,
                    env={"COLUMNS": "200"})
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert f"left out: busy-box: {reason}" in done.stdout
-    assert "nothing to advise: every configuration is left out" in done.stdout
-    assert "fastest" not in done.stdout and "cheapest" not in done.stdout
-    data = run_cli("advise", str(store.root), "--items", str(JOB), "--format", "json",
-                   cwd=tmp_path)
-    assert json.loads(data.stdout) == {"projections": [], "left_out": {"busy-box": reason}}
+    assert "best guess: every configuration was flagged (contended" in done.stdout
+    assert "run again on a quiet machine" in done.stdout
+    assert "fastest: busy-box, 1 h" in done.stdout  # the guess, its flags beside it
+    assert "its repeats are flagged contended" in done.stdout
+    assert "left out: liar-box: implausible" in done.stdout  # never even a guess
+    data = json.loads(run_cli("advise", str(store.root), "--items", str(JOB), "--format",
+                              "json", cwd=tmp_path).stdout)
+    assert data["best_guess"].startswith("every configuration was flagged (contended")
+    assert [p["configuration"] for p in data["projections"]] == ["busy-box"]
+    assert data["projections"][0]["flags"] == "contended"
+    assert data["left_out"] == {"liar-box": "implausible: 9e9 samples/s"}
+    # asked for: the flags beside every figure, and no guess to caveat
+    flagged = json.loads(run_cli("advise", str(store.root), "--items", str(JOB),
+                                 "--include-flagged", "--format", "json", cwd=tmp_path).stdout)
+    assert flagged["best_guess"] is None and flagged["job"]["include_flagged"] is True
+    assert flagged["picks"]["fastest"]["configuration"] == "busy-box"
 
 
 @pytest.mark.slow
@@ -299,14 +325,15 @@ def test_the_figure_draws_each_priced_configuration_and_the_front(known_run, tmp
 
 @pytest.fixture
 def scaling_run(tmp_path):
-    """One configuration at 1, 2 and 4 GPUs of a $4/h-per-GPU machine: 1,000, 1,900 and
-    3,500 samples/s, three repeats each: a serial fraction of about 0.05."""
+    """One configuration at 1, 2 and 4 of the 8 GPUs of a p4d.24xlarge bought whole at
+    $32.77/h: 1,000, 1,900 and 3,500 samples/s, three repeats each: a serial fraction of
+    about 0.05."""
     store = RunDirectory(tmp_path / "scaling")
     store.root.mkdir(parents=True)
     for gpus, rate in ((1, 1000.0), (2, 1900.0), (4, 3500.0)):
         for repeat in (1, 2, 3):
             cell(store, f"g{gpus}-{repeat}", f"g{gpus}", "sleep", f"a100x{gpus}", {}, [rate],
-                 repeat=repeat, gpus=gpus, price=4.0 * gpus)
+                 repeat=repeat, gpus=gpus, price=32.77)
     return store.root
 
 
@@ -323,7 +350,7 @@ def test_a_deadline_beyond_the_measured_counts_is_met_by_a_projected_one(scaling
     rate = one * devices / (1 + s * (devices - 1))
     assert 4 < devices <= 8 and projected.time_s <= 900  # never past twice the largest
     assert projected.items_per_s == pytest.approx(rate) and projected.time_range_s is None
-    assert projected.usd_per_hour == pytest.approx(4.0 * devices)  # its price per GPU
+    assert projected.usd_per_hour == pytest.approx(32.77)  # the whole machine, as bought
     fewer = one * (devices - 1) / (1 + s * (devices - 2))
     assert 3_600_000 / fewer > 900  # the smallest count that meets it
     assert advise(run_frame(local_run(str(scaling_run), None)),

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from orchestrator.plan.repeats import coefficient_of_variation, repeats_wanted
-from orchestrator.report.analysis import best_choices, config_summary
+from orchestrator.report.analysis import config_summary
+from orchestrator.report.choices import best_choices
 from orchestrator.spec.model import RepeatPolicy
 from tests.conftest import journal, run_cli
 
@@ -115,35 +116,47 @@ def test_a_rerun_redoes_the_repeats_and_extends_them_again(matrix_file, tmp_path
     assert len(cells) == 18
 
 
+def _rows(rates_by_repeat: dict[str, list[float]], target: float | None,
+          flags: str = "") -> pd.DataFrame:
+    return pd.DataFrame([
+        {"config_id": config, "cell_id": f"{config}-{i}", "workload": "sleep",
+         "hardware": config, "stack": "here", "items_per_s": rate, "train_s": 1 / rate,
+         "flags": flags, "target_cv": target, "epoch": 1, "status": "ok",
+         "item_unit": "sample"}
+        for config, rates in rates_by_repeat.items() for i, rate in enumerate(rates)])
+
+
 def _summary(rates_by_repeat: dict[str, list[float]], target: float | None,
              flags: str = "") -> pd.DataFrame:
-    rows = [{"config_id": config, "cell_id": f"{config}-{i}", "workload": "sleep",
-             "hardware": "box", "stack": "here", "items_per_s": rate, "train_s": 1 / rate,
-             "flags": flags, "target_cv": target, "epoch": 1}
-            for config, rates in rates_by_repeat.items() for i, rate in enumerate(rates)]
-    return config_summary(pd.DataFrame(rows))
+    return config_summary(_rows(rates_by_repeat, target, flags))
 
 
 def test_a_configuration_over_its_target_is_noisy_and_named_so_when_it_wins():
-    summary = _summary({"fast": [100.0, 104.0, 96.0], "slow": [50.0, 50.1, 50.0]}, 0.02)
-    by_config = summary.set_index("config_id")
+    rates = {"fast": [100.0, 104.0, 96.0], "slow": [50.0, 50.1, 50.0]}
+    by_config = _summary(rates, 0.02).set_index("config_id")
     assert "noisy" in by_config.loc["fast", "flags"]
     assert by_config.loc["fast", "repeat_cv"] == pytest.approx(0.04)
     assert "noisy" not in by_config.loc["slow", "flags"]
-    (fastest,) = best_choices(summary, "sample")
+    (fastest,) = best_choices(_rows(rates, 0.02), "sleep", "sample")
     assert fastest.config_id == "fast"
     assert fastest.value == "100 samples/s (noisy: spread 8%; CV over repeats 4.0%, target 2.0%)"
     # within its target, the same figures are not called noisy (spread under 10%)
-    calm = _summary({"fast": [100.0, 104.0, 96.0]}, 0.05)
-    assert "noisy" not in calm["flags"].iloc[0]
-    assert best_choices(calm, "sample")[0].value == "100 samples/s"
+    calm = {"fast": [100.0, 104.0, 96.0]}
+    assert "noisy" not in _summary(calm, 0.05)["flags"].iloc[0]
+    assert best_choices(_rows(calm, 0.05), "sleep", "sample")[0].value == "100 samples/s"
 
 
 def test_a_contended_winner_is_named_with_its_caveat_beside_its_noise():
-    crowded = _summary({"fast": [100.0, 104.0, 96.0]}, 0.02, flags="contended")
-    (fastest,) = best_choices(crowded, "sample")
-    assert fastest.value == ("100 samples/s (noisy: spread 8%; CV over repeats 4.0%, target "
-                             "2.0%; contended: timed while other processes held its CPUs)")
-    calm = _summary({"fast": [100.0, 104.0, 96.0]}, 0.05, flags="contended")
-    assert best_choices(calm, "sample")[0].value == \
-        "100 samples/s (contended: timed while other processes held its CPUs)"
+    crowded = _rows({"fast": [100.0, 104.0, 96.0]}, 0.02, flags="contended")
+    (fastest,) = best_choices(crowded, "sleep", "sample")
+    assert fastest.value == ("100 samples/s (a best guess: every configuration was flagged; "
+                             "noisy: spread 8%; CV over repeats 4.0%, target 2.0%; its "
+                             "repeats are flagged contended)")
+    calm = _rows({"fast": [100.0, 104.0, 96.0]}, 0.05, flags="contended")
+    assert best_choices(calm, "sleep", "sample")[0].value == \
+        "100 samples/s (a best guess: every configuration was flagged; its repeats are "\
+        "flagged contended)"
+    # a clean configuration beside it wins, and the contended one is left out
+    both = pd.concat([calm, _rows({"clean": [90.0, 90.5, 90.2]}, 0.05)])
+    (fastest,) = best_choices(both, "sleep", "sample")
+    assert fastest.config_id == "clean" and fastest.value == "90.2 samples/s"

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
 
-    from orchestrator.report.advise import Advice, SpotPrice
+    from orchestrator.report.advise import Advice, Projection, SpotPrice
 
 
 class AdviseFormat(StrEnum):
@@ -59,6 +59,9 @@ def advise_command(
     figure: Annotated[Path | None, typer.Option(
         help="Also draw time to train against cost (PNG): intervals, the front, the limits.")
                       ] = None,
+    include_flagged: Annotated[bool, typer.Option(
+        help="Answer from flagged repeats too (contended, throttled...), each with its flags "
+             "beside it; implausible ones never.")] = False,
 ) -> None:
     """Project a training job of --items onto every configuration the runs measured: the
     time (95% interval over repeats), cost and energy of the whole job on each, the fastest
@@ -71,7 +74,7 @@ def advise_command(
               budget_usd=budget, grid_g_per_kwh=grid_intensity, spot=spot,
               interruptions_per_day=interruptions_per_day,
               checkpoint_every_s=duration_s(checkpoint_every, "--checkpoint-every")
-              if checkpoint_every else None)
+              if checkpoint_every else None, include_flagged=include_flagged)
     found = advise(measured(runs, db, region), job, workload,
                    spot_prices(aws_region) if spot else None)
     if figure is not None:
@@ -163,9 +166,19 @@ def _say(console: Console, line: str) -> None:
 
 
 def write_data(found: Advice, form: AdviseFormat) -> None:
+    """Every projection as a record (CSV: those alone); JSON also carries the job, each
+    pick with its ties and caveats, and what was left out or set aside, with why."""
     import pandas as pd
 
-    records: list[dict[str, Any]] = [{
+    records = [projection_record(found, p) for p in found.projections]
+    if form is AdviseFormat.CSV:
+        sys.stdout.write(pd.DataFrame(records).to_csv(index=False))
+        return
+    sys.stdout.write(json.dumps(advice_record(found, records), indent=1) + "\n")
+
+
+def projection_record(found: Advice, p: Projection) -> dict[str, Any]:
+    return {
         "workload": found.workload, "item_unit": found.unit, "items": found.job.items,
         "configuration": p.label, "config_id": p.config_id, "repeats": p.repeats,
         "items_per_s": p.items_per_s, "time_s": p.time_s, "startup_s": p.startup_s,
@@ -175,10 +188,27 @@ def write_data(found: Advice, form: AdviseFormat) -> None:
         "cost_usd": p.cost_usd,
         "cost_low_usd": p.cost_range_usd[0] if p.cost_range_usd else None,
         "cost_high_usd": p.cost_range_usd[1] if p.cost_range_usd else None,
-        "energy_kwh": p.energy_kwh, "co2_kg": p.co2_kg, "marks": ",".join(p.marks)}
-        for p in found.projections]
-    if form is AdviseFormat.CSV:
-        sys.stdout.write(pd.DataFrame(records).to_csv(index=False))
-    else:
-        sys.stdout.write(json.dumps({"projections": records, "left_out": found.left_out},
-                                    indent=1) + "\n")
+        "energy_kwh": p.energy_kwh, "co2_kg": p.co2_kg, "marks": ",".join(p.marks),
+        "projected": p.projected, "flags": p.flags}
+
+
+def advice_record(found: Advice, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The whole answer as JSON: the job, the picks, the projections, what was set aside."""
+    from orchestrator.report import advise_text
+
+    job = found.job
+    picks = {}
+    for question in ("fastest", "cheapest"):
+        pick = found.pick(question)
+        picks[question] = None if pick is None else {
+            "configuration": pick.label, "config_id": pick.config_id,
+            "projected": pick.projected, "time_s": pick.time_s, "cost_usd": pick.cost_usd,
+            "fits": pick.fits(job), "ties": found.ties.get(question, []),
+            "notes": found.notes.get(question, []),
+            "line": advise_text.pick_line(found, question)}
+    return {"job": {"workload": found.workload, "item_unit": found.unit, "items": job.items,
+                    "deadline_s": job.deadline_s, "budget_usd": job.budget_usd,
+                    "grid_g_per_kwh": job.grid_g_per_kwh, "spot": job.spot,
+                    "include_flagged": job.include_flagged},
+            "picks": picks, "best_guess": found.guess, "projections": records,
+            "left_out": found.left_out, "kept_with_fewer_repeats": found.dropped}

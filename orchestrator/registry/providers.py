@@ -93,6 +93,11 @@ class Provider(Protocol):
         None: what the judge holds a row's host RSS against (report/judge.py)."""
         ...
 
+    def host_gpus(self, instance_type: str) -> int | None:
+        """The GPUs of a machine size its catalogue has, else None: how far `matrix
+        advise` may project a count of GPUs on it (report/projection.py)."""
+        ...
+
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
         """(where in the matrix, what is wrong) for a setting the provider needs, or None:
         asked of every provider, so its own section is checked whether or not used."""
@@ -150,6 +155,9 @@ class BaseProvider:
         return None
 
     def host_memory_gib(self, instance_type: str) -> float | None:
+        return None
+
+    def host_gpus(self, instance_type: str) -> int | None:
         return None
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:

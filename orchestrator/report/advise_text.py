@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from orchestrator.report.markdown import money
+from orchestrator.worker.units import plural
+
 if TYPE_CHECKING:
-    from orchestrator.report.advise import Advice, Job, Projection
+    from orchestrator.report.advice import Advice, Job, Projection
 
 
 def time_scale(found: Advice) -> tuple[float, str]:
@@ -23,62 +26,84 @@ def headers(found: Advice) -> list[str]:
 
 
 def job_line(found: Advice, deadline: str | None) -> str:
-    """'job: 360,000 samples of sleep, within 30m and at most $2.00'."""
+    """'job: 360,000 samples of sleep, within 30m and at most $2.00 (USD)'; a question of
+    the rate alone (the report's Best choices) says per how many items."""
     job = found.job
     limits = ([f"within {deadline}"] if deadline else []) + (
-        [f"at most ${job.budget_usd:,.2f}"] if job.budget_usd is not None else [])
-    return (f"job: {job.items:,.0f} {found.unit}s of {found.workload}"
+        [f"at most ${money(job.budget_usd)} (USD)"] if job.budget_usd is not None else [])
+    what = f"{job.items:,.0f} {plural(found.unit)} of {found.workload}"
+    return (f"job: {what}" + ("" if job.count_startup else ", start-up not counted")
             + (f", {' and '.join(limits)}" if limits else ""))
 
 
 def method(found: Advice) -> list[str]:
     """How the figures were made: the time's formula and start-up, the cost's pricing."""
     return ["time: start-up + items / the median throughput of the repeats, with its 95% "
-            "interval over the repeats; " + _startup(found), _pricing(found.job)]
+            "t-interval over the repeats (3 or more); " + _startup(found),
+            _pricing(found.job)]
 
 
 def row(p: Projection, scale: float) -> list[str]:
     """One configuration's cells, under `headers`."""
     return [str(p.repeats or "-"), f"{p.time_s / scale:.3g}",
             _range(p.time_range_s, scale) if p.time_range_s else
-            "proj." if "projected" in p.marks else "few",
-            "-" if p.cost_usd is None else f"{p.cost_usd:,.2f}",
-            _range(p.cost_range_usd, 1) if p.cost_range_usd else "-",
-            "-" if p.energy_kwh is None else f"{p.energy_kwh:.3g}", ", ".join(p.marks)]
+            "proj." if p.projected else "none",
+            "-" if p.cost_usd is None else money(p.cost_usd),
+            _money_range(p.cost_range_usd) if p.cost_range_usd else "-",
+            "-" if p.energy_kwh is None else f"{p.energy_kwh:.3g}",
+            ", ".join([*p.marks, *(f"flagged {p.flags}",) * bool(p.flags)])]
+
+
+def pick_line(found: Advice, question: str) -> str:
+    """'fastest within the budget: X, 8.4 h, $4.20; a tie with Y (within the noise of
+    their repeats); Y is within its noise (0.4% slower) and 41% cheaper; it may miss...'"""
+    job = found.job
+    scale, unit = time_scale(found)
+    name = ("fastest" + " within the budget" * (job.budget_usd is not None)
+            if question == "fastest" else
+            "cheapest" + " within the deadline" * bool(job.deadline_s))
+    pick = found.pick(question)
+    if pick is None:
+        why = ("no configuration has a price" if question == "cheapest" and all(
+            p.cost_usd is None for p in found.projections) else "none fits")
+        return f"{name}: {why}"
+    other = "deadline" if question == "fastest" else "budget"
+    limited = job.deadline_s if question == "fastest" else job.budget_usd
+    tied = found.ties.get(question, [])
+    return "; ".join([
+        f"{name}: {pick.label}, {pick.time_s / scale:.3g} {unit}"
+        + ("" if pick.cost_usd is None else f", ${money(pick.cost_usd)}")
+        + ("" if pick.fits(job) or limited is None else f" (it misses the {other})"),
+        *([f"a tie with {', '.join(tied)} (within the noise of their repeats)"]
+          if tied else []),
+        *found.notes.get(question, [])])
 
 
 def conclusions(found: Advice) -> list[str]:
-    """What the table's marks mean, the picks with their ties, and what was left out."""
-    job = found.job
-    scale, unit = time_scale(found)
+    """What the table's marks mean, the picks with their ties and caveats, and what was
+    left out or set aside."""
     said = []
-    if any(p.time_range_s is None and p.repeats for p in found.projections):
-        said.append("few: too few repeats for an interval (3 or more)")
-    if any("projected" in p.marks for p in found.projections):
+    if found.guess:
+        said.append(f"best guess: {found.guess}")
+    thin = sorted({p.repeats for p in found.projections if p.time_range_s is None
+                   and p.repeats})
+    if thin:
+        said.append(f"none: {' or '.join(map(str, thin))} repeat"
+                    f"{'s' * (thin != [1])}: no interval (3 repeats or more give one)")
+    if any(p.projected for p in found.projections):
         said.append("proj.: a device count not measured, projected by Amdahl's law fitted to "
-                    "the counts that were (never past twice the largest); no interval")
-    picks = (("fastest" + " within the budget" * (job.budget_usd is not None), found.fastest,
-              "fastest", "deadline" if job.deadline_s else ""),
-             ("cheapest" + " within the deadline" * bool(job.deadline_s), found.cheapest,
-              "cheapest", "budget" if job.budget_usd is not None else ""))
+                    "the counts that were, on the same machine (never past twice the largest "
+                    "nor past the devices it has), priced as the whole machine; no interval")
     if not found.projections:
         said.append("nothing to advise: every configuration is left out, each with its "
                     "reason below")
-    for name, pick, question, other in picks if found.projections else ():
-        if pick is None:
-            why = ("no configuration has a price" if question == "cheapest" and all(
-                p.cost_usd is None for p in found.projections) else "none fits")
-            said.append(f"{name}: {why}")
-            continue
-        tied = found.ties[question]
-        said.append(f"{name}: {pick.label}, {pick.time_s / scale:.3g} {unit}"
-                    + ("" if pick.cost_usd is None else f", ${pick.cost_usd:,.2f}")
-                    + ("" if pick.fits(job) else f" (it misses the {other})")
-                    + (f"; a tie with {', '.join(tied)} (their intervals overlap)"
-                       if tied else ""))
+    else:
+        said += [pick_line(found, "fastest"), pick_line(found, "cheapest")]
     if any(p.energy_kwh is None for p in found.projections):
         said.append("kWh -: not measured (no GPU energy counter, as on a CPU)")
     said += [f"left out: {label}: {why}" for label, why in found.left_out.items()]
+    said += [f"kept with fewer repeats: {label}: {why}"
+             for label, why in found.dropped.items()]
     return said
 
 
@@ -108,3 +133,8 @@ def _pricing(job: Job) -> str:
 def _range(bounds: tuple[float, float] | None, scale: float) -> str:
     assert bounds is not None
     return f"{bounds[0] / scale:.3g}-{bounds[1] / scale:.3g}"
+
+
+def _money_range(bounds: tuple[float, float] | None) -> str:
+    assert bounds is not None
+    return f"{money(bounds[0])}-{money(bounds[1])}"

@@ -9,15 +9,13 @@ throughput with the configuration that differs only in its device count and has 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.plan.repeats import settled
 from orchestrator.report.judge import devices_column
-from orchestrator.report.markdown import fmt, fmt_rate, present
+from orchestrator.report.markdown import fmt, present
 from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.records import Flag
-from orchestrator.worker.units import plural
 from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
@@ -43,7 +41,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
         spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
         flags = set(filter(None, ",".join(group["flags"].fillna("")).split(",")))
         cv, target = repeat_cv.get(config_id), _median(group, "target_cv")
-        if (spread > NOISY_SPREAD and len(group) > 1) or not settled(cv, target):
+        if is_noisy(spread, len(group), cv, target):
             flags.add(Flag.NOISY.value)
         summary = {
             "config_id": config_id,
@@ -77,6 +75,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "devices": _devices(group),
             "gpu_model": _first(group, "gpu_model"),
             "instance_type": _first(group, "instance_type"),
+            "workload_version": _first(group, "workload_version"),
             "price_per_hour_usd": _median(group, "price_per_hour_usd"),
             "epoch_cost_usd": _median(group, "epoch_cost_usd"),
             "usd_per_million_items": _median(group, "usd_per_million_items"),
@@ -92,6 +91,29 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             summary[f"metric.{metric}"] = _median(group, metric)
         summaries.append(summary)
     return pd.DataFrame(summaries)
+
+
+def is_noisy(spread: float, samples: int, cv: float | None, target: float | None) -> bool:
+    """A configuration's figure moves from run to run: its samples spread over NOISY_SPREAD,
+    or its repeats' CV is over the target the matrix set (adaptive repeats)."""
+    return (spread > NOISY_SPREAD and samples > 1) or not settled(cv, target)
+
+
+def noise_caveat(rows: pd.DataFrame) -> str:
+    """"noisy: spread 8%; CV over repeats 4.0%, target 2.0%" for one configuration's rows
+    that are noisy (is_noisy), else "": what a best choice never hides."""
+    throughput = rows["items_per_s"].dropna()
+    median = float(repeat_medians(rows).median()) if len(throughput) else 0.0
+    spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
+    cv, target = _repeat_cv(rows).get(str(rows["config_id"].iloc[0])), \
+        _median(rows, "target_cv")
+    if not is_noisy(spread, len(throughput), cv, target):
+        return ""
+    parts = [f"spread {spread:.0%}"]
+    if cv is not None:
+        parts.append(f"CV over repeats {cv:.1%}"
+                     + (f", target {target:.1%}" if target is not None else ""))
+    return "noisy: " + "; ".join(parts)
 
 
 def joules_per_item(rows: pd.DataFrame) -> float | None:
@@ -201,10 +223,31 @@ def _first(group: pd.DataFrame, column: str) -> str | None:
 
 
 def twin_keys(summary: pd.DataFrame) -> list[str]:
-    """What configurations that differ only in their device count share."""
+    """What configurations that differ only in their device count share: the workload and
+    its code version, the stack, the machine (`with_machine`), the GPU model and every
+    setting but the device count. Two machines are never twins: the faster one's speedup
+    over the slower is no scaling (it read as "implausible, 278% efficiency")."""
     devices = reported().device_param_columns(summary["workload"].dropna().unique())
-    return ["workload", "stack", "gpu_model", "instance_type",
+    return ["workload", *(["workload_version"] if "workload_version" in summary else []),
+            "stack", "gpu_model", MACHINE,
             *(c for c in param_columns(summary.columns) if c not in devices)]
+
+
+MACHINE = "machine"
+
+
+def with_machine(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with `machine`: the hardware its rows ran on, as twins must share it. An
+    instance type names the machine bought (p4d.24xlarge with 1 GPU or with 8 is one
+    machine, used more or less); without one, the hardware entry is the machine."""
+    import pandas as pd
+
+    missing = pd.Series("?", index=frame.index, dtype=object)
+    hardware = frame.get("hardware", missing).astype(object)
+    kind = frame.get("instance_type", pd.Series(None, index=frame.index, dtype=object)
+                     ).astype(object)
+    machine = kind.where(kind.notna(), hardware)
+    return frame.assign(**{MACHINE: machine})
 
 
 def with_scaling(summary: pd.DataFrame, within: Sequence[str] = ()) -> pd.DataFrame:
@@ -212,7 +255,7 @@ def with_scaling(summary: pd.DataFrame, within: Sequence[str] = ()) -> pd.DataFr
     twin (same workload, stack, GPU model, instance type and settings but the device
     count) is in the summary; `within` names columns a twin must share too (`matrix
     history` scales each run's rows against that run's twin: `run_key`)."""
-    summary = summary.copy()
+    summary = with_machine(summary)
     for column in SCALING_COLUMNS:
         summary[column] = float("nan")
     if "workload" not in summary or not len(summary):
@@ -288,54 +331,6 @@ def config_labels(rows: pd.DataFrame) -> dict[str, str]:
                   if present(row[c])]
         labels[str(row["config_id"])] = " ".join(parts)
     return labels
-
-
-@dataclass(frozen=True)
-class Choice:
-    question: str  # "fastest", ...
-    config_id: str
-    value: str  # the figure that makes it the answer, with its unit
-
-
-def best_choices(summary: pd.DataFrame, unit: str) -> list[Choice]:
-    """Per workload: the fastest configuration, the cheapest per million items and the
-    cheapest per epoch (where prices exist). Implausible rows never win; a noisy or
-    contended winner is named with its caveat."""
-    candidates = summary[~summary["flags"].str.contains(Flag.IMPLAUSIBLE.value, na=False)]
-    if candidates.empty:
-        return []
-    fastest = candidates.loc[candidates["items_per_s"].idxmax()]
-    choices = [Choice("fastest", fastest["config_id"], f"{fmt_rate(fastest['items_per_s'])} "
-                      f"{plural(unit)}/s" + caveat_note(fastest))]
-    priced = candidates[candidates["usd_per_million_items"].notna()]
-    if not priced.empty:
-        cheapest = priced.loc[priced["usd_per_million_items"].idxmin()]
-        choices.append(Choice(f"cheapest per million {plural(unit)}", cheapest["config_id"],
-                              f"${cheapest['usd_per_million_items']:.4g} per million"
-                              + caveat_note(cheapest)))
-        per_epoch = priced.loc[priced["epoch_cost_usd"].idxmin()]
-        choices.append(Choice("cheapest epoch", per_epoch["config_id"],
-                              f"${per_epoch['epoch_cost_usd']:.4g} per epoch"
-                              + caveat_note(per_epoch)))
-    return choices
-
-
-def caveat_note(row: pd.Series) -> str:
-    """" (noisy: ...; contended: ...)" for a configuration whose figure moves from run to
-    run (how much, and against what) or was timed while other processes held its CPUs, else
-    "": a best choice never hides either."""
-    flags = str(row.get("flags") or "").split(",")
-    notes = []
-    if Flag.NOISY.value in flags:
-        parts = [f"spread {row['spread']:.0%}"]
-        if present(row.get("repeat_cv")):
-            target = row.get("target_cv")
-            parts.append(f"CV over repeats {row['repeat_cv']:.1%}"
-                         + (f", target {target:.1%}" if present(target) else ""))
-        notes.append("noisy: " + "; ".join(parts))
-    if Flag.CONTENDED.value in flags:
-        notes.append("contended: timed while other processes held its CPUs")
-    return f" ({'; '.join(notes)})" if notes else ""
 
 
 COST_COLUMNS = ("cell_cost_usd", "epoch_cost_usd", "usd_per_million_items")

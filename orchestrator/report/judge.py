@@ -345,6 +345,17 @@ def host_memory_gib(instance_type: object) -> float | None:
     return None
 
 
+def host_gpus(instance_type: object) -> int | None:
+    """The GPUs of a row's instance type, as the provider whose catalogue has it says;
+    None where none knows it (as host_memory_gib asks)."""
+    if not isinstance(instance_type, str) or not instance_type:
+        return None
+    for provider in providers():
+        if (gpus := provider.host_gpus(instance_type)) is not None:
+            return gpus
+    return None
+
+
 def gpu_memory_bytes(model: object) -> float | None:
     """The memory of a GPU model: as its name states it (\"Tesla V100-SXM2-16GB\", \"NVIDIA
     H100 80GB HBM3\"), else from the peak table; None where neither knows it."""

@@ -92,3 +92,14 @@ fmt_ratio = _number("{:.2f}x")  # a speedup
 fmt_tflops = _number("{:.3g}", 1e-12)  # FLOP/s as TFLOP/s, three significant digits
 fmt_usd = _number("{:.4g}")  # dollars
 fmt_seconds = _number("{:.3f}")  # seconds
+
+
+def money(usd: float) -> str:
+    """Dollars to three significant figures, never fewer than cents: 0.0646, 4.20,
+    1,234.50 (an interval of 0.0645-0.0648 is not '0.06')."""
+    import math
+
+    if usd == 0 or not math.isfinite(usd):
+        return f"{usd:,.2f}"
+    decimals = max(2, 2 - math.floor(math.log10(abs(usd))))
+    return f"{usd:,.{decimals}f}"

@@ -16,7 +16,7 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.report.analysis import config_labels, twin_keys
+from orchestrator.report.analysis import config_labels, twin_keys, with_machine
 from orchestrator.report.markdown import MIB, fmt
 from orchestrator.results.columns import param_columns, param_name
 from orchestrator.results.run_directory import atomic_write
@@ -124,6 +124,7 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     devices = reported().device_param_columns(scaled["workload"].dropna().unique())
     varying = [c for c in ("stack", *param_columns(scaled.columns))
                if c not in devices and scaled[c].nunique(dropna=False) > 1]
+    scaled = with_machine(scaled)
     for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):
         group = group.sort_values("devices")
         first = group.iloc[0]

@@ -1,14 +1,18 @@
 """Scaling beyond what was measured, for `matrix advise`: where a configuration was measured
-at several device counts (twins that differ in nothing else: analysis.twin_keys), fit
-Amdahl's law to its throughputs and, for a deadline its largest measured count misses,
-project the smallest count that meets it, never past twice the largest count measured.
+at several device counts on one machine (twins that differ in nothing else:
+analysis.twin_keys, the same hardware entry or instance type), fit Amdahl's law to its
+throughputs and, for a deadline its largest measured count misses, project the smallest
+count that meets it: never past twice the largest count measured, and never past the
+devices the machine has (its instance type's GPUs where a provider's catalogue knows them,
+else the most GPUs its rows saw; CPU workers: the cores its rows recorded).
 
 Amdahl's law, as fitted: throughput(n) = throughput(1) x n / (1 + s (n - 1)), where s is the
 serial fraction of a step (0: perfect scaling). s is the least-squares fit over the measured
 counts of the relative error, searched on a grid of 0.001; throughput(1) is the measured
-one-device figure, or the fit's through the smallest count measured. The projected row's
-price is the largest measured count's price per device times its devices (the same kind of
-machine, more of it); it has no interval: nothing was measured there.
+one-device figure, or the fit's through the smallest count measured. The projected row is
+priced as what is bought: the whole machine the largest measured count ran on, at its
+recorded price per hour (a bigger share of one instance costs the instance, not a fraction
+of it per device). It has no interval: nothing was measured there.
 """
 
 from __future__ import annotations
@@ -55,18 +59,38 @@ def configurations(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration of judged, measured rows: what a twin shares (the columns
     of analysis.twin_keys that the rows have), its devices (judge.devices_column), its
     throughput (the median of its repeats') and its price."""
-    from orchestrator.report.analysis import repeat_medians
+    from orchestrator.report.analysis import MACHINE, repeat_medians, with_machine
     from orchestrator.report.judge import devices_column
 
-    rows = rows.assign(devices=devices_column(rows))
-    shared = [c for c in ("workload", "stack", "gpu_model", "instance_type",
-                          "price_per_hour_usd") if c in rows] + [
-        c for c in param_columns(rows.columns)]
-    firsts = rows.groupby("config_id", sort=False)[[*shared, "devices"]].agg(
-        {**{c: "first" for c in shared}, "devices": "median"})
+    rows = with_machine(rows).assign(devices=devices_column(rows), has=_devices_had(rows))
+    shared = [c for c in ("workload", "workload_version", "stack", "gpu_model",
+                          "instance_type", "hardware", MACHINE, "price_per_hour_usd")
+              if c in rows] + [c for c in param_columns(rows.columns)]
+    firsts = rows.groupby("config_id", sort=False, dropna=False)[
+        [*shared, "devices", "has"]].agg(
+        {**{c: "first" for c in shared}, "devices": "median", "has": "max"})
     rates = repeat_medians(rows).groupby(level="config_id").median()
     return firsts.assign(items_per_s=rates.reindex(firsts.index)).rename_axis(
         "config_id").reset_index()
+
+
+def _devices_had(rows: pd.DataFrame) -> pd.Series:
+    """The devices each row's machine has (module docstring); NaN where unknown."""
+    import pandas as pd
+
+    from orchestrator.report.judge import host_gpus
+
+    def numbers(column: str) -> pd.Series:
+        return pd.to_numeric(rows[column], errors="coerce") if column in rows else \
+            pd.Series(float("nan"), index=rows.index)
+
+    on_gpu = numbers("gpu_count").fillna(0) > 0
+    if "gpu_model" in rows:
+        on_gpu |= rows["gpu_model"].notna()
+    known = rows["instance_type"].map(host_gpus) if "instance_type" in rows else \
+        pd.Series(None, index=rows.index)
+    gpus = pd.to_numeric(known, errors="coerce").fillna(numbers("gpu_count"))
+    return gpus.where(on_gpu, numbers("cpu_count"))
 
 
 def projections(summary: pd.DataFrame, items: float, deadline_s: float | None
@@ -89,13 +113,14 @@ def projections(summary: pd.DataFrame, items: float, deadline_s: float | None
         if items / float(largest["items_per_s"]) <= deadline_s:
             continue  # measured counts meet it: nothing to project
         price = largest.get("price_per_hour_usd")
-        per_device = None if price is None or price != price else float(price) / top
-        for n in range(top + 1, MAX_FACTOR * top + 1):
+        whole = None if price is None or price != price else float(price)
+        has = twins["has"].max()
+        most = MAX_FACTOR * top if has != has else min(MAX_FACTOR * top, int(has))
+        for n in range(top + 1, most + 1):
             rate = one * n / (1 + s * (n - 1))
             if items / rate <= deadline_s:
                 found.append(Scaled(from_config=str(largest["config_id"]), devices=n,
                                     items_per_s=rate, serial_fraction=s,
-                                    usd_per_hour=None if per_device is None
-                                    else per_device * n))
+                                    usd_per_hour=whole))
                 break
     return found

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from orchestrator import failpoints
 from orchestrator.plan.repeats import settled
-from orchestrator.report.analysis import NOISY_SPREAD, best_choices, config_summary
+from orchestrator.report.analysis import NOISY_SPREAD, config_summary
 from orchestrator.report.ceilings import BELOW_DATASHEET, node_ceilings
+from orchestrator.report.choices import best_choices
 from orchestrator.report.html import write_report_html
 from orchestrator.report.job_section import FIGURE as JOB_FIGURE
 from orchestrator.report.job_section import answer_job, job_section
@@ -109,7 +110,7 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
              + (f" of {runs} runs" if runs > 1 else "") + ".", ""]
     summaries = workload_summaries(df)
     lines += job_lines
-    lines += _choices_section(summaries)
+    lines += _choices_section(df, summaries)
     for workload, summary, unit in summaries:
         lines += _workload_section(summary, workload, unit, (figures or {}).get(workload, []))
     lines += whole_run_sections(df)
@@ -121,16 +122,20 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
     return "\n".join(lines) + "\n"
 
 
-def _choices_section(summaries: list[tuple[str, pd.DataFrame, str]]) -> list[str]:
-    """Per workload: which configuration answers each question, and by what figure."""
+def _choices_section(df: pd.DataFrame, summaries: list[tuple[str, pd.DataFrame, str]]
+                     ) -> list[str]:
+    """Per workload: advise's answer per million items (choices.best_choices)."""
     rows = []
-    for workload, summary, unit in summaries:
-        names = dict(zip(summary["config_id"], labels(summary), strict=True))
-        rows += [[workload, choice.question, names[choice.config_id], choice.value]
-                 for choice in best_choices(summary, unit)]
+    timed = df[df["timing"] != "whole"] if "timing" in df else df
+    for workload, _, unit in summaries:
+        of_workload = timed[timed["workload"] == workload]
+        rows += [[workload, choice.question, choice.configuration, choice.value]
+                 for choice in best_choices(of_workload, workload, unit)]
     if not rows:
         return []
-    return ["## Best choices", "", "Implausible configurations are left out; cost questions "
+    return ["## Best choices", "", "`matrix advise`'s answer per million items: flagged "
+            "repeats are set aside (a configuration stays with its clean ones), implausible "
+            "ones always; a tie is within the noise of the pick's repeats; cost questions "
             "need prices (EC2 hardware, or price_per_hour).", "",
             *table(["workload", "question", "configuration", "figure"], rows), ""]
 

@@ -41,6 +41,10 @@ class AwsProvider(BaseProvider):
         known = EC2_INSTANCE_TYPES.get(instance_type)
         return known.memory_gib if known else None
 
+    def host_gpus(self, instance_type: str) -> int | None:
+        known = EC2_INSTANCE_TYPES.get(instance_type)
+        return known.gpus if known else None
+
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
         if spec.aws and (problem := aws_setting_problem(spec.aws)):
             return ("aws", problem[0]), problem[1]
