@@ -144,4 +144,6 @@ def test_workloads_name_lists_its_parameters_and_a_wrong_name_is_one_line(tmp_pa
     wrong = run_cli("workloads", "nope", cwd=tmp_path)
     assert wrong.returncode == 2 and wrong.stdout == ""
     known = ", ".join(available_workloads())
-    assert wrong.stderr.strip() == f"error: unknown workload 'nope' (known: {known})"
+    assert wrong.stderr.strip() == (
+        f"error: unknown workload 'nope' (known: {known}); a matrix's own workload (path:, "
+        "command:) needs its matrix: matrix workloads nope -m MATRIX")

@@ -15,12 +15,14 @@ def workloads(
     name: Annotated[str | None, typer.Argument(
         help="A workload: list its parameters.", show_default=False)] = None,
     matrix: Annotated[Path | None, typer.Option(
-        "--matrix", "-m", help="Also this matrix file's own workloads (path:, command:).",
+        "--matrix", "-m", help="Also this matrix file's own workloads (path:, command:); "
+        "with NAME, what the matrix's entry of it sets (epochs, timeout, values).",
         show_default=False, exists=True, dir_okay=False)] = None,
 ) -> None:
     """List the workloads a matrix can name (built-in, installed packages', and with
     --matrix that matrix's own folders), with where each comes from and what it counts;
-    with NAME, its parameters (type, default, allowed values, meaning) and presets."""
+    with NAME, its parameters (type, default, allowed values, meaning) and presets, and
+    with --matrix the epochs, timeout and values that matrix's entry gives its cells."""
     from orchestrator.cli.workloads_view import show_workload, show_workloads
 
     if name is None:
