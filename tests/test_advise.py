@@ -11,8 +11,10 @@ import statistics
 import pytest
 
 from orchestrator.cli.runs import local_run
+from orchestrator.report import advise_text
 from orchestrator.report.advise import Job, advise, duration_s
 from orchestrator.report.frame import run_frame
+from orchestrator.report.markdown import money
 from orchestrator.results.run_directory import RunDirectory
 from tests.conftest import run_cli, write
 from tests.report_fixtures import cell
@@ -180,7 +182,7 @@ def assert_the_report_answers_the_job(run_dir, tmp_path):
         for row in projections:  # each configuration's cost, as advise gives it
             line = next(text for text in section.splitlines() if text.startswith(
                 f"| {row['configuration']} |"))
-            assert f"| {row['cost_usd']:,.2f} |" in line
+            assert f"| {money(row['cost_usd'])} |" in line
         assert "cheapest within the deadline: cheap-box" in section
         assert "![time to train against cost](plots/job.png)" in section
         assert "Your job" in (run_dir / "report.html").read_text()
@@ -216,7 +218,8 @@ def factorial_run(tmp_path):
 def test_explain_gives_each_factors_effect_over_matched_pairs(factorial_run):
     from orchestrator.report.explain import explain
 
-    workload, effects = explain(run_frame(local_run(str(factorial_run), None)))
+    found = explain(run_frame(local_run(str(factorial_run), None)))
+    workload, effects = found.workload, found.effects
     assert workload == "sleep"
     hardware, precision, stack = effects  # largest effect first
     assert (hardware.factor, hardware.base, hardware.other) == ("hardware", "cpu-box",
@@ -241,7 +244,9 @@ def test_explain_prints_one_line_per_change_of_level(factorial_run, tmp_path):
     assert "hardware cpu-box -> gpu-box: x15.0 [" in text and "over 4 pair(s)" in text
     assert "depends on precision: x20.0 on bf16, x10.0 on fp32" in text
     assert "stack new -> old (torch 2.7.1 -> 2.6.0): x1.11" in text
-    assert "odd-box" not in text
+    # the flagged configuration pairs with nothing, and is listed as left out, with why
+    assert [line for line in lines if "odd-box" in line] == [
+        "left out: odd-box/old precision=fp32: throttled: thermal"]
 
 
 def test_the_report_gives_joules_per_item_where_the_gpus_counted_them(known_run, tmp_path):
@@ -462,3 +467,112 @@ def test_a_job_that_cannot_be_answered_is_one_line_at_validate(job, problem, tmp
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert problem in line, line
+
+
+def test_explain_says_why_it_has_nothing_where_every_configuration_is_flagged(tmp_path):
+    store = RunDirectory(tmp_path / "loaded")
+    store.root.mkdir(parents=True)
+    for hardware, rate in (("a-box", 100.0), ("b-box", 200.0)):
+        cell(store, f"{hardware}-1", hardware, "sleep", hardware, {}, [rate],
+             flags=["contended"], error="contended: 0.5 of its threads waited")
+    cell(store, "b-box-2", "b-box", "sleep", "b-box", {}, [200.0], repeat=2,
+         flags=["contended"], error="contended: 0.4 of its threads waited")
+    done = run_cli("explain", str(store.root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "every configuration was flagged contended: no clean repeat to compare" in \
+        done.stdout
+    assert "no factor varies" not in done.stdout
+    assert "left out: b-box: contended: 0.5 of its threads waited" in done.stdout
+    data = json.loads(run_cli("explain", str(store.root), "--json", cwd=tmp_path).stdout)
+    assert data["effects"] == [] and data["nothing"].startswith("every configuration")
+    assert set(data["left_out"]) == {"a-box", "b-box"}
+
+
+def test_a_flagged_repeat_is_dropped_and_its_configuration_kept_with_the_clean_ones(
+        tmp_path):
+    """The issue's case: one contended repeat 0.4% off its clean ones removed a whole
+    configuration, and with it the answer."""
+    store = RunDirectory(tmp_path / "one-bad")
+    store.root.mkdir(parents=True)
+    for repeat, rate in enumerate([500.0, 501.0, 499.0], start=1):
+        cell(store, f"f{repeat}", "f", "sleep", "fast-box", {}, [rate], repeat=repeat,
+             price=2.0, flags=["contended"] if repeat == 2 else None,
+             error="contended: 0.12 of its threads waited" if repeat == 2 else None)
+    for repeat in (1, 2, 3):
+        cell(store, f"s{repeat}", "s", "sleep", "slow-box", {}, [300.0], repeat=repeat,
+             price=1.0)
+    found = answer(store.root)
+    fast = next(p for p in found.projections if p.label == "fast-box")
+    assert fast.repeats == 2 and fast.items_per_s == pytest.approx(499.5)
+    assert found.fastest is fast and found.left_out == {}
+    assert found.dropped == {"fast-box": "1 of 3 repeats dropped, 2 clean kept: contended: "
+                                         "0.12 of its threads waited"}
+    # the pick was measured in the run whose other repeat the machine's state set aside
+    assert any("measured in the same run as repeats set aside as contended" in note
+               for note in found.notes["fastest"])
+
+
+def test_a_two_repeat_option_within_the_noise_is_a_tie_and_named_cheaper(tmp_path):
+    """The issue's case: a 2-repeat option 0.4% from the pick and 41% cheaper was never
+    named (no interval, so no overlap)."""
+    store = RunDirectory(tmp_path / "close")
+    store.root.mkdir(parents=True)
+    for repeat, rate in enumerate([1000.0, 1006.0, 994.0], start=1):
+        cell(store, f"p{repeat}", "p", "sleep", "dear-box", {}, [rate], repeat=repeat,
+             price=1.0)
+    for repeat, rate in enumerate([999.0, 993.0], start=1):
+        cell(store, f"q{repeat}", "q", "sleep", "cheap-box", {}, [rate], repeat=repeat,
+             price=0.59)
+    for repeat, rate in enumerate([500.0, 501.0], start=1):  # far from it: no tie
+        cell(store, f"r{repeat}", "r", "sleep", "slow-box", {}, [rate], repeat=repeat,
+             price=0.1)
+    found = answer(store.root)
+    assert found.fastest.label == "dear-box"
+    assert found.ties["fastest"] == ["cheap-box"]
+    line = advise_text.pick_line(found, "fastest")
+    assert "a tie with cheap-box (within the noise of their repeats)" in line
+    assert "cheap-box is within its noise (0.4% slower) and 41% cheaper" in line
+
+
+def test_a_pick_whose_interval_crosses_the_deadline_or_budget_says_it_may_miss_it(
+        known_run):
+    # fast-dear: 900 s at the point, its 95% interval about 795-1,019 s; $2.50, 2.21-2.83
+    found = answer(known_run, deadline_s=950.0, budget_usd=2.6)
+    assert found.fastest.label == "fast-dear" and found.cheapest.label == "fast-dear"
+    high_t, high_c = found.fastest.time_range_s[1], found.fastest.cost_range_usd[1]
+    line = advise_text.pick_line(found, "fastest")
+    assert f"it may miss the deadline: its 95% interval reaches {high_t / 60:.3g} min" in line
+    assert f"it may miss the budget: its 95% interval reaches ${money(high_c)}" in line
+    assert "may miss" not in advise_text.pick_line(answer(known_run, deadline_s=2000.0),
+                                                   "fastest")
+
+
+def test_costs_keep_their_significant_digits_and_the_job_line_names_its_units(tmp_path):
+    assert [money(v) for v in (0.0645, 0.06481, 4.2, 33.75, 1234.5)] == [
+        "0.0645", "0.0648", "4.20", "33.75", "1,234.50"]
+    store = RunDirectory(tmp_path / "cheap")
+    store.root.mkdir(parents=True)
+    for repeat, rate in enumerate([1000.0, 1002.0, 998.0], start=1):
+        cell(store, f"c{repeat}", "c", "sleep", "penny-box", {}, [rate], repeat=repeat,
+             price=0.065)
+    found = answer(store.root, budget_usd=2.0)
+    (row,) = [advise_text.row(p, 60) for p in found.projections]
+    assert row[3] == "0.00650" and row[4].count("0.00") == 2  # not "0.01", "0.01-0.01"
+    assert advise_text.job_line(found, None) == (
+        "job: 360,000 samples of sleep, at most $2.00 (USD)")
+
+
+def test_only_a_spot_priced_row_pays_the_interruptions(tmp_path):
+    store = RunDirectory(tmp_path / "spot")
+    store.root.mkdir(parents=True)
+    for repeat in (1, 2, 3):  # the fixture records p4d.24xlarge wherever there is a price
+        cell(store, f"e{repeat}", "e", "sleep", "ec2-box", {}, [100.0], repeat=repeat,
+             price=32.77)
+        cell(store, f"l{repeat}", "l", "sleep", "own-box", {}, [100.0], repeat=repeat)
+    job = Job(items=JOB, spot=True, interruptions_per_day=4, checkpoint_every_s=3600)
+    found = advise(run_frame(local_run(str(store.root), None)), job,
+                   spot_price=lambda kind: (10.0, "spot history") if kind else None)
+    by = {p.label: p for p in found.projections}
+    assert by["own-box"].time_s == pytest.approx(3600)  # never interrupted: not spot
+    assert by["ec2-box"].time_s == pytest.approx(3600 * job.rework_factor)
+    assert by["ec2-box"].usd_per_hour == 10.0 and job.rework_factor > 1

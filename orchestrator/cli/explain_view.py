@@ -34,23 +34,28 @@ def explain_command(
     from orchestrator.cli.advise_view import measured
     from orchestrator.report.explain import explain
 
-    chosen, effects = explain(measured(runs, db, region), workload)
+    found = explain(measured(runs, db, region), workload)
     if as_json:
-        sys.stdout.write(json.dumps({"workload": chosen, "effects": [
-            asdict(e) for e in effects]}, indent=1) + "\n")
+        sys.stdout.write(json.dumps({
+            "workload": found.workload, "effects": [asdict(e) for e in found.effects],
+            "nothing": found.nothing or None, "left_out": found.left_out,
+            "kept_with_fewer_repeats": found.dropped}, indent=1) + "\n")
         return
     width = Console().width
-    lines = [f"{chosen}: each factor's effect on throughput, the median ratio over the "
-             "configurations that differ in it alone [95% interval], largest first"]
-    if not effects:
-        lines.append("no factor varies between configurations that are otherwise the same")
-    for e in effects:
+    lines = [f"{found.workload}: each factor's effect on throughput, the median ratio over "
+             "the configurations that differ in it alone [95% interval], largest first"]
+    if found.nothing:
+        lines.append(found.nothing)
+    for e in found.effects:
         detail = f" ({e.detail})" if e.detail else ""
         lines.append(f"{e.factor} {e.base} -> {e.other}{detail}: x{e.ratio:#.3g} "
                      f"[{e.low:#.3g}, {e.high:#.3g}] over {e.pairs} pair(s)")
         if e.by_level:
             lines.append("  depends on " + e.by_factor + ": " + ", ".join(
                 f"x{ratio:#.3g} on {level}" for level, ratio in e.by_level))
+    lines += [f"left out: {label}: {why}" for label, why in found.left_out.items()]
+    lines += [f"kept with fewer repeats: {label}: {why}"
+              for label, why in found.dropped.items()]
     for line in lines:
         sys.stdout.write("\n".join(textwrap.wrap(line, width, subsequent_indent="    ",
                                                  break_on_hyphens=False)) + "\n")

@@ -41,6 +41,8 @@ class Candidates:
     # condition flags (contended, throttled) that set repeats aside, by run: what a pick
     # measured in the same run was timed under
     conditions: dict[str, set[str]] = field(default_factory=dict)
+    # label -> why, of what a clean answer leaves out (with a guess: every configuration)
+    flagged_out: dict[str, str] = field(default_factory=dict)
 
 
 def candidates(ok: pd.DataFrame, include_flagged: bool = False) -> Candidates:
@@ -55,16 +57,17 @@ def candidates(ok: pd.DataFrame, include_flagged: bool = False) -> Candidates:
     usable = ok[~ok["cell_id"].isin(impossible)]
     clean = usable[~usable["cell_id"].isin(flagged)]
     kept, guess = clean, None
+    flagged_out = _set_aside(ok, clean, labels)[0]
     if include_flagged or (clean.empty and not usable.empty):
         kept = usable
         if not include_flagged:
-            guess = _guess(_set_aside(ok, clean, labels)[0])
+            guess = _guess(flagged_out)
     left_out, dropped = _set_aside(ok, kept, labels)
     beside = {} if kept is clean else {
         str(c): _union(by_cell[list(dict.fromkeys(g["cell_id"]))])
         for c, g in kept.groupby("config_id", sort=False)}
     return Candidates(kept, labels, left_out, dropped, guess,
-                      {c: f for c, f in beside.items() if f}, _conditions(ok))
+                      {c: f for c, f in beside.items() if f}, _conditions(ok), flagged_out)
 
 
 def _union(flags: pd.Series) -> str:

@@ -5,8 +5,11 @@ throughputs, with a 95% interval from a bootstrap over both the pairs and each p
 repeats. One line per change of level, largest effect first; where the effect depends on
 another factor (more than EFFECT_SPREAD apart between its levels), it is given per level.
 
-A configuration's throughput is the median of its repeats' (compare's unit); flagged
-configurations are left out, as everywhere an answer is drawn from the figures.
+A configuration's throughput is the median of its repeats' (compare's unit). Its repeats
+are advise's (candidates.py): a flagged repeat is dropped, its configuration kept with its
+clean ones, and what was set aside is listed with why. Where every configuration was
+flagged there is nothing to pair: the answer says so, and why, rather than that no factor
+varies. Runs of different code versions are different configurations, never pooled.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ PIN_COLUMNS = (("framework", "framework"), ("framework_version", None), ("cuda",
 
 
 @dataclass(frozen=True)
+class Explained:
+    workload: str
+    effects: list[Effect]
+    left_out: dict[str, str]  # label -> why (candidates.py)
+    dropped: dict[str, str]  # label -> the repeats set aside, and why
+    nothing: str = ""  # why there is nothing to explain, where there is not
+
+
+@dataclass(frozen=True)
 class Effect:
     factor: str  # "hardware", "stack", or a parameter's name
     base: str
@@ -43,12 +55,26 @@ class Effect:
     by_factor: str = ""
 
 
-def explain(rows: pd.DataFrame, workload: str | None = None) -> tuple[str, list[Effect]]:
-    """The workload and each factor's effects, largest first."""
+def explain(rows: pd.DataFrame, workload: str | None = None) -> Explained:
+    """The workload, each factor's effects (largest first), and what was set aside."""
+    from orchestrator.report.candidates import candidates
+
+    chosen, measured = measured_rows(rows, workload)
+    pool = candidates(measured)
+    if pool.guess is not None:
+        kinds = sorted({why.split(":", 1)[0] for why in pool.flagged_out.values()})
+        return Explained(chosen, [], pool.flagged_out, {},
+                         f"every configuration was flagged {', '.join(kinds)}: no clean "
+                         "repeat to compare; run again on a quiet machine")
+    effects = _effects(pool.rows)
+    return Explained(chosen, effects, pool.left_out, pool.dropped, "" if effects else
+                     "no factor varies between configurations that are otherwise the same")
+
+
+def _effects(ok: pd.DataFrame) -> list[Effect]:
+    """Each factor's effects over the clean repeats `ok`, largest first."""
     from orchestrator.report.analysis import repeat_medians
 
-    chosen, ok = measured_rows(rows, workload)
-    ok = ok[ok["flags"].fillna("").astype(str) == ""]
     configs = ok.drop_duplicates("config_id").set_index("config_id")
     factors = ["hardware", "stack", *sorted(
         c for c in param_columns(configs.columns)
@@ -74,7 +100,7 @@ def explain(rows: pd.DataFrame, workload: str | None = None) -> tuple[str, list[
                 detail=_pins(ok, base, other) if factor == "stack" else "",
                 by_level=by_level, by_factor=by_factor))
     effects.sort(key=lambda e: -abs(math.log(e.ratio)))
-    return chosen, effects
+    return effects
 
 
 def _level_order(level: str) -> tuple[int, float, str]:
