@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,6 +19,10 @@ from orchestrator.cli.options import (
     console,
     selectors,
 )
+from orchestrator.run.waves import DEFAULT_MAX_REPEATS
+
+if TYPE_CHECKING:
+    from orchestrator.run.waves import UntilDecided
 
 
 def run(
@@ -39,6 +43,16 @@ def run(
         "--verbose", "-v", help="Show Ray's own output (else kept in the run's ray.log).")
     ] = False,
     db: Db = None,
+    until_decided: Annotated[bool, typer.Option(
+        "--until-decided", help="Then run more repeats of only the configurations the answer "
+        "cannot tell apart (a pick and its ties: the matrix's job:, else fastest and cheapest "
+        "per million items), until they separate or a limit is reached.")] = False,
+    max_repeats: Annotated[int, typer.Option(
+        min=2, help="With --until-decided: at most this many repeats of a configuration.")
+    ] = DEFAULT_MAX_REPEATS,
+    max_time: Annotated[str | None, typer.Option(
+        help="With --until-decided: stop adding repeats after this long (30m, 2h).")
+    ] = None,
 ) -> None:
     """Run every cell of the matrix that has not ended yet, then write the report; a cell
     that failed with the run (crashed, timeout, node lost...) runs again, one whose
@@ -49,10 +63,23 @@ def run(
 
     options = SweepOptions(output=output, ray_address=ray_address, no_ray=no_ray,
                            only=selectors(only), rerun=rerun, retry=parse_retry(retry),
-                           allow_over_budget=allow_over_budget, verbose=verbose, db=db)
+                           allow_over_budget=allow_over_budget, verbose=verbose, db=db,
+                           until_decided=_until(until_decided, max_repeats, max_time))
     summary = run_sweep(matrix_file, options, console())
     if summary.interrupted or summary.stopped:
         raise typer.Exit(130 if summary.interrupted else 1)
+
+
+def _until(wanted: bool, max_repeats: int, max_time: str | None) -> UntilDecided | None:
+    """--until-decided's limits; a limit without it is a user error, said in one line."""
+    from orchestrator.report.advise import AdviseError, duration_s
+    from orchestrator.run.waves import UntilDecided
+
+    if not wanted:
+        if max_time is not None or max_repeats != DEFAULT_MAX_REPEATS:
+            raise AdviseError("--max-repeats and --max-time go with --until-decided")
+        return None
+    return UntilDecided(max_repeats, duration_s(max_time, "--max-time") if max_time else None)
 
 
 class PlanForm(StrEnum):

@@ -33,12 +33,12 @@ from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report
 from orchestrator.results.records import CellRecord, Record, Status, with_attempts
 from orchestrator.results.run_directory import FULL, CellResult, RunDirectory, disk_full
-from orchestrator.run.budget import BudgetGuard
 from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with_price
 from orchestrator.run.dispatch import RayDispatcher, SerialDispatcher
 from orchestrator.run.image_builds import build_images, failed_image_records, image_stacks
 from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
+from orchestrator.run.waves import UntilDecided, Waves
 from orchestrator.spec.job import save_job
 from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import MatrixSpec
@@ -62,6 +62,7 @@ class SweepOptions:
     # Settings a launching provider reads (`Launch.options`): for aws, `launcher` (how its
     # cluster comes up; tests bring one up locally) and `follower_grace_s`.
     provider_options: dict[str, Any] = field(default_factory=dict)
+    until_decided: UntilDecided | None = None  # more repeats of what the answer cannot tell
 
 
 @dataclass(frozen=True)
@@ -223,7 +224,9 @@ class _Sweep:
         guard = budget_guard(self.spec.budget_usd,
                              {n: p.usd_per_hour for n, p in recorder.prices.items()},
                              plan.estimate_s)
-        waves = _Waves(self, here)
+        waves = Waves(self.spec, self.store, here, self.console,
+                      lambda history: self.plan(history, rerun=False, launch=False),
+                      self.options.until_decided, self.options.rerun)
         while here:
             for cell, records in self.dispatcher.run(here, images, guard):
                 recorder.record(cell, records)
@@ -275,37 +278,6 @@ def _launched(cells: list[Cell]) -> dict[str, list[Cell]]:
         if registered.load().launches:
             groups.setdefault(registered.name, []).append(cell)
     return groups
-
-
-class _Waves:
-    """Adaptive repeats (repeats.py): once a wave of cells has ended, the next wave is the
-    repeats the journal now asks for that this sweep has not run. Cells on nodes a provider
-    launched for the sweep get theirs from the next `matrix run` (each wave would launch
-    them again)."""
-
-    def __init__(self, sweep: _Sweep, first: list[Cell]) -> None:
-        self.sweep = sweep
-        self.attempted = {cell.cell_id for cell in first}
-
-    def next(self, guard: BudgetGuard | None, progress: SweepProgress) -> list[Cell]:
-        target_cv = self.sweep.spec.target_cv
-        if target_cv is None:
-            return []
-        # With --rerun, the journal counts only from this sweep's cells on: what it redid.
-        history = [r for r in self.sweep.store.results()
-                   if not self.sweep.options.rerun or r.cell.cell_id in self.attempted]
-        plan = self.sweep.plan(history, rerun=False, launch=False)
-        wave = [c for c in plan.to_run if c.cell_id not in self.attempted]
-        if not wave:
-            return []
-        self.attempted |= {cell.cell_id for cell in wave}
-        if guard is not None:
-            guard.estimate_s.update({k: v for k, v in plan.estimate_s.items() if v is not None})
-        progress.more(wave)
-        configs = len({cell.config_id for cell in wave})
-        self.sweep.console.print(f"repeats: {configs} configuration(s) above until_cv "
-                                 f"{target_cv:.1%}: one more repeat each", highlight=False)
-        return wave
 
 
 @dataclass
