@@ -576,3 +576,24 @@ def test_only_a_spot_priced_row_pays_the_interruptions(tmp_path):
     assert by["own-box"].time_s == pytest.approx(3600)  # never interrupted: not spot
     assert by["ec2-box"].time_s == pytest.approx(3600 * job.rework_factor)
     assert by["ec2-box"].usd_per_hour == 10.0 and job.rework_factor > 1
+
+
+def test_two_versions_of_the_code_are_two_configurations_named_apart(tmp_path):
+    from orchestrator.report.explain import explain
+
+    store = RunDirectory(tmp_path / "edited")
+    store.root.mkdir(parents=True)
+    for config, version, rate in (("v1", "1+aaaaaaaa1111", 100.0),
+                                  ("v2", "1+bbbbbbbb2222", 120.0)):
+        for repeat in (1, 2, 3):
+            cell(store, f"{config}-{repeat}", config, "sleep", "box", {}, [rate],
+                 repeat=repeat, pins={"workload_version": version})
+    rows = run_frame(local_run(str(store.root), None))
+    found = advise(rows, Job(items=JOB))
+    assert sorted(p.label for p in found.projections) == [
+        "box (version 1+aaaaaaaa)", "box (version 1+bbbbbbbb)"]
+    assert all(p.repeats == 3 for p in found.projections)  # never pooled as 6
+    (effect,) = explain(rows).effects
+    assert (effect.factor, effect.base, effect.other, effect.pairs) == (
+        "version", "1+aaaaaaaa1111", "1+bbbbbbbb2222", 1)
+    assert effect.ratio == pytest.approx(1.2)

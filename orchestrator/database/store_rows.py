@@ -46,6 +46,8 @@ def store_rows(db: Connection, filters: Filters) -> pd.DataFrame:
                 "cell_id": attempt.attempt_id, "run": attempt.run,
                 "item_unit": attempt.item_unit, "price_per_hour_usd": attempt.price_per_hour_usd,
                 "flags": verdict["flags"], "judgement": verdict["judgement"],
+                # two versions of a workload's code are two configurations, named apart
+                "workload_version": verdict["workload_version"],
                 **as_param_columns(json.loads(attempt.params))}
         rows += [{**base, **epoch} for epoch in measured.get(attempt.attempt_id, [])
                  if epoch.get("items_per_s") is not None]

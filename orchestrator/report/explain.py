@@ -76,9 +76,11 @@ def _effects(ok: pd.DataFrame) -> list[Effect]:
     from orchestrator.report.analysis import repeat_medians
 
     configs = ok.drop_duplicates("config_id").set_index("config_id")
-    factors = ["hardware", "stack", *sorted(
+    versions = ["workload_version"] if "workload_version" in configs else []
+    factors = ["hardware", "stack", *versions, *sorted(
         c for c in param_columns(configs.columns)
         if configs[c].dropna().astype(str).nunique() > 1)]
+    # the code version is a factor where it varies: two versions are never pooled as one
     factors = [f for f in factors if configs[f].astype(str).nunique() > 1]
     repeats = {str(c): m.to_numpy(dtype=float)
                for c, m in repeat_medians(ok).groupby(level="config_id")}
@@ -95,7 +97,8 @@ def _effects(ok: pd.DataFrame) -> list[Effect]:
             low, high = _interval([(repeats[a], repeats[b]) for a, b in pairs])
             by_factor, by_level = _per_level(levels, others, pairs, ratios)
             effects.append(Effect(
-                factor=param_name(factor), base=base, other=other,
+                factor="version" if factor == "workload_version" else param_name(factor),
+                base=base, other=other,
                 ratio=float(_median(ratios)), low=low, high=high, pairs=len(pairs),
                 detail=_pins(ok, base, other) if factor == "stack" else "",
                 by_level=by_level, by_factor=by_factor))
