@@ -85,7 +85,7 @@ def advise(rows: pd.DataFrame, job: Job, workload: str | None = None,
            spot_price: SpotPrice | None = None) -> Advice:
     """The job projected onto every configuration of `rows` (judged run frames), and the
     picks; `spot_price`: an instance type's spot price and its source, with --spot."""
-    from orchestrator.report.analysis import repeat_medians
+    from orchestrator.report.analysis import noise_caveats, repeat_medians
     from orchestrator.report.candidates import candidates
     from orchestrator.report.picks import decide
 
@@ -93,9 +93,12 @@ def advise(rows: pd.DataFrame, job: Job, workload: str | None = None,
     check_rework(job)
     pool = candidates(ok, job.include_flagged)
     kept = pool.rows
+    of_config = dict(iter(kept.groupby("config_id", sort=False)))
+    noise = noise_caveats(kept)
     projections = [_project(str(config), pool.labels[str(config)],
-                            medians.to_numpy(dtype=float), kept[kept["config_id"] == config],
-                            job, spot_price, pool.flags.get(str(config), ""))
+                            medians.to_numpy(dtype=float), of_config[config], job,
+                            spot_price, pool.flags.get(str(config), ""),
+                            noise.get(str(config), ""))
                    for config, medians in repeat_medians(kept).groupby(level="config_id")]
     projections += _scaled(kept, pool.labels, job)
     projections.sort(key=lambda p: p.time_s)
@@ -133,10 +136,11 @@ def _scaled(ok: pd.DataFrame, labels: dict[str, str], job: Job) -> list[Projecti
 
 
 def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame,
-             job: Job, spot_price: SpotPrice | None = None, flags: str = "") -> Projection:
+             job: Job, spot_price: SpotPrice | None = None, flags: str = "",
+             noise: str = "") -> Projection:
     import numpy as np
 
-    from orchestrator.report.analysis import joules_per_item, noise_caveat
+    from orchestrator.report.analysis import joules_per_item
 
     rate = float(np.median(repeats))
     startup = _startup_s(rows) if job.count_startup else None
@@ -167,7 +171,7 @@ def _project(config_id: str, label: str, repeats: np.ndarray, rows: pd.DataFrame
                       usd_per_hour=price, price_source=source, cost_usd=cost,
                       cost_range_usd=cost_range, energy_kwh=energy, co2_kg=co2,
                       rates=tuple(float(r) for r in repeats), flags=flags,
-                      noise=noise_caveat(rows), runs=_runs(rows))
+                      noise=noise, runs=_runs(rows))
 
 
 def _runs(rows: pd.DataFrame) -> tuple[str, ...]:

@@ -99,21 +99,32 @@ def is_noisy(spread: float, samples: int, cv: float | None, target: float | None
     return (spread > NOISY_SPREAD and samples > 1) or not settled(cv, target)
 
 
-def noise_caveat(rows: pd.DataFrame) -> str:
-    """"noisy: spread 8%; CV over repeats 4.0%, target 2.0%" for one configuration's rows
-    that are noisy (is_noisy), else "": what a best choice never hides."""
-    throughput = rows["items_per_s"].dropna()
-    median = float(repeat_medians(rows).median()) if len(throughput) else 0.0
-    spread = float((throughput.max() - throughput.min()) / median) if median else 0.0
-    cv, target = _repeat_cv(rows).get(str(rows["config_id"].iloc[0])), \
-        _median(rows, "target_cv")
-    if not is_noisy(spread, len(throughput), cv, target):
-        return ""
-    parts = [f"spread {spread:.0%}"]
-    if cv is not None:
-        parts.append(f"CV over repeats {cv:.1%}"
-                     + (f", target {target:.1%}" if target is not None else ""))
-    return "noisy: " + "; ".join(parts)
+def noise_caveats(rows: pd.DataFrame) -> dict[str, str]:
+    """config_id -> "noisy: spread 8%; CV over repeats 4.0%, target 2.0%" for each noisy
+    configuration of `rows` (is_noisy), all at once: what a best choice never hides."""
+    import pandas as pd
+
+    by_config = rows.groupby("config_id", sort=False)["items_per_s"]
+    medians = repeat_medians(rows).groupby(level="config_id", sort=False).median()
+    spread = ((by_config.max() - by_config.min()) / medians).fillna(0.0)
+    samples = by_config.count()
+    cvs = _repeat_cv(rows)
+    targets = (pd.to_numeric(rows["target_cv"], errors="coerce").groupby(
+        rows["config_id"], sort=False).median() if "target_cv" in rows
+        else pd.Series(dtype=float))
+    said = {}
+    for config in spread.index:
+        cv = cvs.get(str(config))
+        target = targets.get(config)
+        target = None if target is None or target != target else float(target)
+        if not is_noisy(float(spread[config]), int(samples[config]), cv, target):
+            continue
+        parts = [f"spread {spread[config]:.0%}"]
+        if cv is not None:
+            parts.append(f"CV over repeats {cv:.1%}"
+                         + (f", target {target:.1%}" if target is not None else ""))
+        said[str(config)] = "noisy: " + "; ".join(parts)
+    return said
 
 
 def joules_per_item(rows: pd.DataFrame) -> float | None:

@@ -49,9 +49,7 @@ def candidates(ok: pd.DataFrame, include_flagged: bool = False) -> Candidates:
     """The candidates among judged rows that ended ok with a throughput (module
     docstring)."""
     labels = versioned_labels(ok)
-    flags = ok["flags"].fillna("").astype(str)
-    by_cell = flags.groupby(ok["cell_id"]).agg(lambda f: ",".join(sorted(
-        {x for text in f for x in text.split(",") if x})))
+    by_cell = _flags_by_cell(ok)
     impossible = set(by_cell[by_cell.str.contains(Flag.IMPLAUSIBLE.value)].index)
     flagged = set(by_cell[by_cell != ""].index)
     usable = ok[~ok["cell_id"].isin(impossible)]
@@ -70,6 +68,17 @@ def candidates(ok: pd.DataFrame, include_flagged: bool = False) -> Candidates:
                       {c: f for c, f in beside.items() if f}, _conditions(ok), flagged_out)
 
 
+def _flags_by_cell(ok: pd.DataFrame) -> pd.Series:
+    """cell_id -> the union of its rows' flags, "," joined ("" for none)."""
+    import pandas as pd
+
+    found: dict[str, set[str]] = {}
+    for cell, text in zip(ok["cell_id"].tolist(), ok["flags"].fillna("").astype(str).tolist(),
+                          strict=True):
+        found.setdefault(cell, set()).update(f for f in text.split(",") if f)
+    return pd.Series({cell: ",".join(sorted(f)) for cell, f in found.items()}, dtype=object)
+
+
 def _union(flags: pd.Series) -> str:
     return ",".join(sorted({f for text in flags for f in str(text).split(",") if f}))
 
@@ -79,10 +88,11 @@ def _set_aside(ok: pd.DataFrame, kept: pd.DataFrame, labels: dict[str, str]
     """(label -> why, for configurations with no repeat in `kept`; label -> the repeats
     dropped and why, for those that stay with fewer)."""
     left_out, dropped = {}, {}
+    staying = set(kept["cell_id"].tolist())
     for config, rows in ok.groupby("config_id", sort=True):
         label = labels[str(config)]
-        repeats = list(dict.fromkeys(rows["cell_id"]))
-        gone = [c for c in repeats if c not in set(kept["cell_id"])]
+        repeats = list(dict.fromkeys(rows["cell_id"].tolist()))
+        gone = [c for c in repeats if c not in staying]
         if not gone:
             continue
         why = why_flagged(rows[rows["cell_id"].isin(gone)])
@@ -99,7 +109,8 @@ def _conditions(ok: pd.DataFrame) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     if "run" not in ok:
         return found
-    for run, flags in zip(ok["run"], ok["flags"].fillna("").astype(str), strict=True):
+    for run, flags in zip(ok["run"].tolist(), ok["flags"].fillna("").astype(str).tolist(),
+                          strict=True):
         for flag in flags.split(","):
             if flag in CONDITION_FLAGS:
                 found.setdefault(str(run), set()).add(flag)
