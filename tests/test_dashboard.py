@@ -82,7 +82,8 @@ def test_the_overview_lists_workloads_by_hardware_and_every_run(site, browser):
         ("lstm_lm", "a100-x2"), ("lstm_lm", "a100-x1"), ("lstm_lm", "cpu")]
     flagged = browser.js("return [...document.querySelectorAll('#overview tr.flagged')]"
                          ".map(tr => tr.cells[6].textContent);")
-    assert flagged == ["implausible: achieved 9e+12 token/s is beyond the GPU's peak"]
+    assert flagged == ["implausible: achieved 9e+12 token/s is beyond the GPU's peak; left "
+                       "out of the best choices"]
     assert len(table_rows(browser, "runs")) == 6
     browser.screenshot("dashboard-index")
 
@@ -253,3 +254,35 @@ def test_a_job_the_store_cannot_answer_is_one_line_and_the_site_stays(site, tmp_
         (line,) = done.stderr.strip().splitlines()
         assert problem in line, line
     assert (folder / "index.html").read_text() == before
+
+
+def test_a_workload_page_names_advises_pick_where_the_overviews_top_row_is_another(
+        tmp_path, browser):
+    """Issue 54: the overview's "fastest in its latest run" is a figure beyond physics and a
+    contended run; the best choices, on the overview and first on the workload's page, are
+    advise's answer per million items over every run, with its tie, caveats and what it
+    left out; a row of a configuration advise left out says so."""
+    from tests.test_history_best import BEYOND, advised, trap_store
+
+    url = trap_store(tmp_path)
+    done = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found, _ = advised(url)
+    assert found.fastest is not None and found.fastest.label == "v100"
+    assert browser.open(tmp_path / "site" / "index.html") == []
+    overview = table_rows(browser, "overview")
+    assert [r[1] for r in overview[:2]] == ["h100", "a100"]  # not advise's pick
+    assert overview[0][6] == f"{BEYOND}; left out of the best choices"
+    assert "left out" not in overview[1][6]  # flagged contended, its clean night kept
+    picks = [(r[0], r[1], r[2]) for r in table_rows(browser, "choices")]
+    assert picks == [("lstm_lm", "fastest", "v100"), ("lstm_lm", "cheapest", "v100"),
+                     ("lstm_lm", "left out", "h100")]
+    assert browser.open(tmp_path / "site" / "workload-lstm_lm.html") == []
+    rows = table_rows(browser, "choices-lstm_lm")
+    assert rows[0][1:3] == ["fastest", found.fastest.label]
+    assert rows[0][6].split("; ") == [
+        "a tie with a10 (within the noise of their repeats)", *found.notes["fastest"]]
+    assert rows[2][1:3] == ["left out", "h100"] and rows[2][6] == BEYOND
+    first = browser.js("return document.querySelector('main h2').textContent;")
+    assert first.startswith("best choices")  # the decision before the charts and rows
+    browser.screenshot("dashboard-best-choices")

@@ -87,9 +87,11 @@ def history(url: str, tmp_path: Path, *args: str) -> list[dict]:
 
 def test_history_judges_every_row_as_the_report_does(store, tmp_path):
     best = history(store, tmp_path, "best")
-    fastest = {r["workload"]: r["configuration"].split("/")[0] for r in best
-               if r["best"] == "fastest"}
+    fastest = {r["workload"]: r["hardware"] for r in best if r["best"] == "fastest"}
     assert fastest == {"lstm_lm": "c5.4xlarge", "gpt_lm": "h100-b"}
+    left_out = {r["configuration"].split()[0]: r["left_out_why"] for r in best
+                if r["best"] == "left out"}  # as advise leaves them out, with why
+    assert_reasons({**left_out, "c5.4xlarge": "", "h100-b": ""})
     trend = history(store, tmp_path, "trend")
     assert_reasons({r["configuration"].split("/")[0]: r["judgement"] for r in trend})
     assert {r["configuration"].split("/")[0] for r in trend if "implausible" in r["flags"]} == \

@@ -21,6 +21,7 @@ from orchestrator.database.judging import judged_runs
 from orchestrator.database.results_db import INSERT_MEASUREMENT, ResultsDB
 from orchestrator.database.rows import CELL_COLUMNS, cell_row, measurement_rows, run_key
 from orchestrator.database.schema import SCHEMA_VERSION, StoreSchemaError, ensure_schema
+from orchestrator.database.store_rows import store_rows
 from orchestrator.database.url import StoreURLError, parse_url
 from orchestrator.report.compare import Verdict
 from tests.conftest import PROJECT, run_cli
@@ -169,7 +170,7 @@ def test_best_names_the_fastest_and_the_cheapest_and_never_an_implausible_row(st
         results.import_run(write_run(tmp_path / "r2", DAY + timedelta(days=1), {
             "t4/torch/32": [400.0] * 3, "h100/torch/32": [9e9] * 3},
             price=0.5, flags={"h100/torch/32": "implausible"}, seed=2))
-        found = best(judged_runs(results.db, per_run(repeats(results.db, Filters()))))
+        found = best(store_rows(results.db, Filters()), repeats(results.db, Filters()))
     finally:
         results.close()
     found = found.set_index("best")
@@ -178,6 +179,7 @@ def test_best_names_the_fastest_and_the_cheapest_and_never_an_implausible_row(st
     assert found.loc["cheapest", "hardware"] == "t4"  # $0.35/M tokens against $1.1/M
     assert found.loc["cheapest", "usd_per_million_items"] == pytest.approx(
         0.5 / 3600 / 400 * 1e6, rel=0.01)
+    assert found.loc["left out", "label"] == "h100"  # said, never a pick
 
 
 def test_trend_is_each_run_of_a_configuration_oldest_first_and_filters_select(store_url,
@@ -381,10 +383,13 @@ def test_history_judges_scaling_within_a_run_as_the_report_does(tmp_path):
             "a100-x4/torch/32": [3600.0] * 3},
             gpus={"a100-x1/torch/32": 1, "a100-x2/torch/32": 2, "a100-x4/torch/32": 4}))
         runs = judged_runs(results.db, per_run(repeats(results.db, Filters())))
+        # history best leaves it out, as advise does
+        found = best(store_rows(results.db, Filters()), repeats(results.db, Filters()))
     finally:
         results.close()
     by_hardware = runs.set_index("hardware")
     assert by_hardware.loc["a100-x2", "implausible"]
     assert "speedup 3.00x on 2 devices" in by_hardware.loc["a100-x2", "judgement"]
     assert not by_hardware.loc["a100-x4", "implausible"]  # 3.6x on 4: 90%
-    assert best(runs).set_index("best").loc["fastest", "hardware"] == "a100-x4"
+    assert found.set_index("best").loc["fastest", "hardware"] == "a100-x4"
+    assert found.set_index("best").loc["left out", "label"] == "a100-x2"

@@ -50,7 +50,11 @@ def test_a_sweep_indexes_every_cell_and_an_import_then_adds_nothing(matrix_file,
     imported = run_cli("db", "import", "run", "--db", url, cwd=tmp_path)
     assert "4 cell attempt(s), 0 new, 0 new measurement(s)" in imported.stdout
     best = run_cli("history", "best", "--db", url, "--format", "csv", cwd=tmp_path)
-    assert best.returncode == 0 and best.stdout.count("\n") == 2  # header and the fastest
+    assert best.returncode == 0, best.stderr
+    # the fastest (no price, so no cheapest); a repeat flagged on a busy machine is said
+    # apart, as "left out"
+    picks = [line.split(",")[1] for line in best.stdout.splitlines()[1:]]
+    assert [pick for pick in picks if pick != "left out"] == ["fastest"], best.stdout
 
 
 def test_the_store_going_away_mid_sweep_is_one_warning_and_an_import_catches_up(

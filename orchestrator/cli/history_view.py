@@ -34,7 +34,9 @@ def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
                console: Console, group: str | None = None) -> None:
     """`frame`'s `columns` (name -> heading) in the format asked for. In a table, `group`
     (a column of `frame`) heads each run of rows that share its value, on lines of its own,
-    instead of repeating in every row."""
+    instead of repeating in every row; under a row, its `judgement` (why its figure cannot
+    be true) and each line of its `said` (history best: advise's ties and caveats, or why
+    it was left out), each folded at the width."""
     if form is not Format.TABLE:
         _print_data(frame[list(columns)].rename(columns=columns), form, console)
         return
@@ -56,9 +58,10 @@ def show_frame(frame: pd.DataFrame, columns: dict[str, str], form: Format,
             heading = record[group]
             lines += textwrap.wrap(str(heading), console.width, break_on_hyphens=False)
         lines += [indent + line for line in row_lines]
-        if record.get("judgement"):  # why its figure cannot be true, under it
-            lines += textwrap.wrap(f"↳ {record['judgement']}", console.width,
-                                   initial_indent=indent + "  ",
+        said = record.get("said")
+        for line in [*([record["judgement"]] if record.get("judgement") else []),
+                     *(said if isinstance(said, list) else [])]:
+            lines += textwrap.wrap(f"↳ {line}", console.width, initial_indent=indent + "  ",
                                    subsequent_indent=indent + "    ", break_on_hyphens=False)
     sys.stdout.write("".join(line + "\n" for line in lines))
 

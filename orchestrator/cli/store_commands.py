@@ -81,17 +81,22 @@ def info(db: Db = None) -> None:
 @dataclass(frozen=True)
 class Selected:
     """What the history options select: the repeats with a throughput (history.repeats),
-    their configurations-in-runs judged as the report judges (judging.judged_runs), and
-    the configurations-in-runs of scripts timed as a whole (whole_history)."""
+    their configurations-in-runs judged as the report judges (judging.judged_runs), or,
+    for `best`, every timed epoch of them as `matrix advise --db` reads the store
+    (store_rows.py), and the configurations-in-runs of scripts timed as a whole
+    (whole_history)."""
 
     samples: pd.DataFrame
     runs: pd.DataFrame
     whole: pd.DataFrame
+    rows: pd.DataFrame | None = None  # store_rows', with `advised`
 
 
 def _selected(workload: list[str] | None, hardware: list[str] | None,
-              stack: list[str] | None, since: str | None, db: str | None) -> Selected | None:
-    """What the options select; None, said, when nothing that ended ok matches."""
+              stack: list[str] | None, since: str | None, db: str | None,
+              advised: bool = False) -> Selected | None:
+    """What the options select; None, said, when nothing that ended ok matches. `advised`:
+    the store's rows as advise reads them instead of the judged runs (history best)."""
     import pandas as pd
 
     from orchestrator.database.history import (
@@ -117,6 +122,10 @@ def _selected(workload: list[str] | None, hardware: list[str] | None,
         if samples.empty and whole.empty:
             typer.echo(f"no results that ended ok in {url.shown} match")
             return None
+        if advised:
+            from orchestrator.database.store_rows import store_rows
+
+            return Selected(samples, pd.DataFrame(), whole, store_rows(conn, filters))
         runs = (with_match_ids(judged_runs(conn, per_run(samples))) if not samples.empty
                 else pd.DataFrame())
         return Selected(samples, runs, whole)
@@ -136,29 +145,36 @@ WHOLE_HEADING = "timed as a whole (no matrix_bench client): wall time and cost p
 @history_app.command(name="best")
 def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = None,
          since: Since = None, format: FormatOption = Format.TABLE, db: Db = None) -> None:
-    """Per workload, across all runs: the fastest configuration (median items/s of its
-    repeats in one run) and, where rows carry a price, the cheapest per million items;
-    with the run and date that measured it. Rows flagged implausible never win. Scripts
-    timed as a whole: the quickest run and the cheapest, in a table of their own."""
+    """Per workload, across all runs: `matrix advise`'s answer per million items, the
+    fastest configuration and, where rows carry a price, the cheapest (the same pick as
+    advise --db, the report's Best choices and the dashboard): its median items/s over its
+    repeats pooled across runs, $ per million items, repeats, the latest run that measured
+    it, advise's ties and caveats, and what it left out (flagged or implausible) with why.
+    Scripts timed as a whole: the quickest run and the cheapest, in a table of their own."""
     from orchestrator.cli.history_view import show_frame, show_parts
     from orchestrator.database.history import best as best_of
     from orchestrator.database.whole_history import whole_best
 
-    selected = _selected(workload, hardware, stack, since, db)
+    selected = _selected(workload, hardware, stack, since, db, advised=True)
     if selected is None:
         return
-    picks = best_of(selected.runs) if not selected.runs.empty else selected.runs
+    assert selected.rows is not None  # asked for: advised=True
+    picks = best_of(selected.rows, selected.samples)
     whole = whole_best(selected.whole) if not selected.whole.empty else selected.whole
     if format is not Format.TABLE:
+        if format is Format.CSV:  # a list is one cell: its items joined
+            picks = _joined(picks, ("ties", "notes"))
         show_parts(picks, whole, {
             "workload": "workload", "best": "best", "label": "configuration",
-            "config_id": "config_id", "timing": "timing", "items_per_s": "items_per_s",
-            "item_unit": "item_unit", "usd_per_million_items": "usd_per_million_items",
-            "wall_s": "wall_s", "usd_per_run": "usd_per_run", "repeats": "repeats",
-            "date": "date", "run": "run", "location": "location", **FLOP_COLUMNS}, format,
-            _console())
+            "config_id": "config_id", "timing": "timing", "hardware": "hardware",
+            "stack": "stack", "items_per_s": "items_per_s", "item_unit": "item_unit",
+            "usd_per_million_items": "usd_per_million_items", "wall_s": "wall_s",
+            "usd_per_run": "usd_per_run", "repeats": "repeats", "runs": "runs",
+            "date": "date", "run": "run", "location": "location", "flags": "flags",
+            "ties": "ties", "notes": "notes", "dropped": "kept_with_fewer_repeats",
+            "best_guess": "best_guess", "why": "left_out_why"}, format, _console())
         return
-    console = _console()  # each workload heads its picks
+    console = _console()  # each workload heads its picks, advise's words under each
     if not picks.empty:
         show_frame(picks, {"best": "best", "label": "configuration", "items_per_s": "median",
                            "usd_per_million_items": "$/M", "repeats": "n", "date": "date",
@@ -168,6 +184,12 @@ def best(workload: Workload = None, hardware: Hardware = None, stack: Stack = No
         show_frame(whole, {"best": "best", "label": "configuration", "wall_s": "wall",
                            "usd_per_run": "$/run", "repeats": "n", "date": "date",
                            "location": "run"}, format, console, group="workload")
+
+
+def _joined(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """`frame` with each list in `columns` as one text, its items joined by "; "."""
+    return frame.assign(**{c: ["; ".join(v) if isinstance(v, list) else v for v in frame[c]]
+                           for c in columns if c in frame})
 
 
 # a row's FLOP/s against the datasheet and against its node's measured ceiling (CSV, JSON)

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from orchestrator.errors import MatrixError
 
 if TYPE_CHECKING:
-    from orchestrator.database.connection import Connection
+    import pandas as pd
+
     from orchestrator.report.advise import Advice
     from orchestrator.spec.job import JobSpec
 
@@ -31,7 +32,9 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
     before anything is written."""
     from orchestrator.dashboard.data import site_data
     from orchestrator.dashboard.pages import write_site
+    from orchestrator.database.history import Filters
     from orchestrator.database.schema import open_store
+    from orchestrator.database.store_rows import store_rows
     from orchestrator.database.url import store_url
 
     started = time.perf_counter()
@@ -39,8 +42,10 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
     url = store_url(db)
     conn = open_store(url, create=False)
     try:
-        data = site_data(conn, url.shown)
-        answered = (_answer(conn, job), job) if job is not None else None
+        # the store as `matrix advise --db` reads it: the best choices and the job's answer
+        stored = store_rows(conn, Filters())
+        data = site_data(conn, url.shown, stored)
+        answered = (_answer(stored, job), job) if job is not None else None
     finally:
         conn.close()
     building = out.parent / f".{out.name}.building-{os.getpid()}"
@@ -60,13 +65,12 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
             "browser, no server needed")
 
 
-def _answer(conn: Connection, job: JobSpec) -> Advice:
-    """The job answered from every run in the store, as `matrix advise --db` answers it."""
-    from orchestrator.database.history import Filters
-    from orchestrator.database.store_rows import store_rows
+def _answer(stored: pd.DataFrame, job: JobSpec) -> Advice:
+    """The job answered from every run in the store (`stored`: store_rows'), as `matrix
+    advise --db` answers it."""
     from orchestrator.report.job_section import answer_job
 
-    found = answer_job(store_rows(conn, Filters()), job)
+    found = answer_job(stored, job)
     if isinstance(found, str):
         raise DashboardError(f"--items: the store cannot answer the job: {found}")
     return found

@@ -26,6 +26,8 @@ from orchestrator.worker.units import plural
 if TYPE_CHECKING:
     import pandas as pd
 
+    from orchestrator.report.advise import Advice
+
 HISTORY_LINES = 8  # configurations drawn in a history chart: the fastest in their latest run
 
 Cell = list[Any] | None  # [text, sort value]
@@ -215,8 +217,38 @@ def whole_table(rows: pd.DataFrame, workload: str, named: Settings,
                  rows=found)
 
 
+def choices_table(choices: dict[str, Advice], table_id: str, caption: str) -> Table:
+    """The best choices of each workload in `choices` (data.best_choices: advise's answer
+    per million items): its fastest and, where priced, its cheapest configuration, with the
+    figures advise gives, its ties and caveats; then each configuration it left out, marked,
+    with why."""
+    from orchestrator.database.history import said
+
+    columns = [Column("workload", "workload", link=True), Column("best", "best"),
+               Column("configuration", "configuration"),
+               Column("median", "median", numeric=True),
+               Column("cost", "$ / M items", numeric=True), Column("repeats", "n", True),
+               Column("said", "ties, caveats, why left out")]
+    found = []
+    for workload, answer in choices.items():
+        link = {"workload": page_name(workload)}
+        for question in ("fastest", "cheapest"):
+            pick = answer.pick(question)
+            if pick is None or (question == "cheapest" and pick.cost_usd is None):
+                continue  # the cheapest only where a price exists
+            found.append(Row(cells=[text(workload), text(question), text(pick.label),
+                                    rate(pick.items_per_s, answer.unit), usd(pick.cost_usd),
+                                    count(pick.repeats),
+                                    text("; ".join(said(answer, question)))], links=link))
+        found += [Row(cells=[text(workload), text("left out"), text(label), None, None, None,
+                             text(why)], flagged=True, links=link)
+                  for label, why in answer.left_out.items()]
+    return Table(id=table_id, caption=caption, columns=columns, rows=found)
+
+
 def overview_table(rows: pd.DataFrame) -> Table:
-    """Per workload and hardware, the fastest configuration in its latest run."""
+    """Per workload and hardware, the fastest configuration in its latest run; one the best
+    choices left out (data.best_choices) is marked so, beside its flags."""
     latest = rows[rows["latest"]]
     picks = latest.loc[latest.groupby(["workload", "hardware"])["items_per_s"].idxmax()]
     columns = [Column("workload", "workload", link=True), Column("hardware", "hardware"),
@@ -229,11 +261,24 @@ def overview_table(rows: pd.DataFrame) -> Table:
                         text(f"{row['stack']} {named[row['workload']].of_row(row)}".strip()),
                         rate(row["items_per_s"], row["item_unit"]),
                         usd(row["usd_per_million_items"]), text(str(row["date"])[:10]),
-                        flags(row)],
-                 flagged=bool(row["flags"]), links={"workload": page_name(row["workload"])})
+                        _left_out(row, flags(row))],
+                 flagged=bool(row["flags"] or row.get("left_out")),
+                 links={"workload": page_name(row["workload"])})
              for row in picks.sort_values(["workload", "items_per_s"],
                                           ascending=[True, False]).to_dict("records")]
     return Table(id="overview", caption="workloads by hardware", columns=columns, rows=found)
+
+
+def _left_out(row: dict[str, Any], cell: Cell) -> Cell:
+    """A flags cell that also says the best choices left the row's configuration out (its
+    own reason where its flags give none)."""
+    why = str(row.get("left_out") or "")
+    if not why or cell is None:
+        return cell
+    shown, marks = cell
+    said = "left out of the best choices" + ("" if shown else f": {why}")
+    return [f"{shown}; {said}" if shown else said, f"{marks},left out" if marks else
+            "left out"]
 
 
 def whole_overview_table(whole: pd.DataFrame) -> Table:

@@ -1,22 +1,27 @@
 """What the dashboard shows, read from the store: one row per configuration per run (the
 repeat is the unit, as in `matrix history`), each with its flags and their reasons and its
-provenance, and the runs themselves."""
+provenance; the runs themselves; and each workload's best choices, `matrix advise`'s answer
+per million items over every run in the store (as `matrix advise --db` reads it), so the
+site names the pick advise, the report and `matrix history best` name."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
 from orchestrator.database.history import Filters, per_run, repeats
 from orchestrator.database.judging import judged_runs
+from orchestrator.database.store_rows import store_rows
 from orchestrator.database.whole_history import whole_per_run, whole_repeats
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from orchestrator.report.advise import Advice
 
 # provenance fields a point's tooltip shows, in this order, with their labels
 PROVENANCE = (("hostname", "host"), ("instance_type", "instance"), ("gpu_model", "GPU"),
@@ -43,6 +48,8 @@ class SiteData:
     runs: list[Run]
     # scripts timed as a whole (database/whole_history.py): no throughput, a table apart
     whole: pd.DataFrame
+    # workload -> advise's answer per million items over the store's rows (best_choices)
+    choices: dict[str, Advice] = field(default_factory=dict)
 
     @property
     def workloads(self) -> list[str]:
@@ -51,8 +58,9 @@ class SiteData:
                        *(self.whole["workload"] if not self.whole.empty else ())})
 
 
-def site_data(db: Connection, shown: str) -> SiteData:
-    """Everything the site shows; rows of every run, each configuration's latest marked."""
+def site_data(db: Connection, shown: str, advised: pd.DataFrame | None = None) -> SiteData:
+    """Everything the site shows; rows of every run, each configuration's latest marked.
+    `advised`: the store's rows as advise reads them (store_rows), where already read."""
     samples = repeats(db, Filters())
     runs = _runs(db)
     whole = whole_per_run(db, whole_repeats(db, Filters()))
@@ -77,7 +85,32 @@ def site_data(db: Connection, shown: str) -> SiteData:
                       in zip(rows["judgement"], stored, rows["flags"], strict=True)]
     newest = rows.groupby("config_id")["date"].transform("max")
     rows["latest"] = rows["date"] == newest
-    return SiteData(store=shown, rows=rows, runs=runs, whole=whole)
+    choices, left_out = best_choices(store_rows(db, Filters()) if advised is None
+                                     else advised)
+    # a configuration the best choices leave out says so wherever a row of it is shown
+    rows["left_out"] = [left_out.get(c, "") for c in rows["config_id"]]
+    return SiteData(store=shown, rows=rows, runs=runs, whole=whole, choices=choices)
+
+
+def best_choices(stored: pd.DataFrame) -> tuple[dict[str, Advice], dict[str, str]]:
+    """(workload -> advise's answer per million items (report/advise.py: PER_MILLION) over
+    `stored`, the store's rows as `matrix advise --db` reads them; config_id -> why the
+    answer left it out, for each configuration it left out)."""
+    from orchestrator.report.advise import PER_MILLION, AdviseError, advise, measured_rows
+    from orchestrator.report.candidates import versioned_labels
+
+    choices: dict[str, Advice] = {}
+    left_out: dict[str, str] = {}
+    for workload in sorted(set(stored["workload"])) if not stored.empty else []:
+        try:
+            answer = advise(stored, PER_MILLION, workload)
+        except AdviseError:  # none of its rows ended ok with a throughput
+            continue
+        choices[workload] = answer
+        labels = versioned_labels(measured_rows(stored, workload)[1])  # advise's names
+        left_out |= {config: answer.left_out[label] for config, label in labels.items()
+                     if label in answer.left_out}
+    return choices, left_out
 
 
 def _runs(db: Connection) -> list[Run]:

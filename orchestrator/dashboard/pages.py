@@ -22,6 +22,7 @@ from orchestrator.dashboard.content import (
     Row,
     Settings,
     Table,
+    choices_table,
     count,
     overview_table,
     text,
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from orchestrator.spec.job import JobSpec
 
 ASSETS = Path(__file__).resolve().parent / "assets"
+CHOICES = ("best choices: the fastest and the cheapest per million items, as `matrix advise "
+           "--db` answers over every run in the store (start-up not counted; flagged repeats "
+           "set aside, implausible ones never used)")
 
 
 def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = None
@@ -54,7 +58,8 @@ def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = N
     rows, whole = data.rows, data.whole
     workloads = data.workloads
     block = job_block(*job, out) if job is not None else None
-    overview = [*([overview_table(rows)] if not rows.empty else []),
+    overview = [*([choices_table(data.choices, "choices", CHOICES)] if data.choices else []),
+                *([overview_table(rows)] if not rows.empty else []),
                 *([whole_overview_table(whole)] if not whole.empty else [])]
     written = [_page(out / "index.html", "matrix-bench dashboard", data, workloads,
                      tables=overview, intro=_overview_intro(data), extra=_runs_table(data.runs))]
@@ -67,9 +72,13 @@ def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = N
         configs = sum(frame["config_id"].nunique() for frame in both)
         runs = len(set().union(*(set(frame["run_key"]) for frame in both)))
         mine = block if block is not None and block.workload == workload else None
+        # first the job's answer, then the best choices: the decision before the rows
+        leads = ([(mine.html, mine.table)] if mine is not None else []) + (
+            [(None, choices_table({workload: data.choices[workload]}, f"choices-{workload}",
+                                  CHOICES))] if workload in data.choices else [])
         written.append(_page(out / page_name(workload), f"{workload}", data, workloads,
-                             lead=mine.html if mine is not None else "",
-                             lead_tables=[mine.table] if mine is not None else [],
+                             lead="".join(made or _holder(table) for made, table in leads),
+                             lead_tables=[table for _, table in leads],
                              tables=[*([workload_table(of, workload, named)] if not of.empty
                                        else []),
                                      *([whole_table(of_whole, workload, named)]
@@ -86,6 +95,12 @@ def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = N
     return written
 
 
+def _holder(table: Table) -> str:
+    """A table's heading and the container its script fills, as HTML."""
+    return (f'<h2>{html.escape(table.caption)}</h2>'
+            f'<div id="table-{html.escape(table.id)}"></div>')
+
+
 def _of_workload(rows: pd.DataFrame, workload: str) -> pd.DataFrame:
     return rows[rows["workload"] == workload] if not rows.empty else rows
 
@@ -98,9 +113,11 @@ def _overview_intro(data: SiteData) -> str:
     if data.rows.empty and data.whole.empty:
         return "The store holds no result that ended ok yet."
     configs = sum(f["config_id"].nunique() for f in (data.rows, data.whole) if not f.empty)
-    return (f"{len(data.runs)} runs, {configs} configurations. Per "
-            "workload and hardware, the fastest configuration in its latest run; flagged "
-            "rows are marked, with the reason.")
+    return (f"{len(data.runs)} runs, {configs} configurations. Best choices: per workload, "
+            "the fastest and the cheapest configuration per million items as `matrix advise "
+            "--db` answers, over every run. Then per workload and hardware, the fastest "
+            "configuration in its latest run; flagged rows are marked, with the reason, and "
+            "so is one the best choices left out.")
 
 
 def _runs_table(runs: list[Run]) -> Table:
@@ -155,8 +172,7 @@ def _page(path: Path, title: str, data: SiteData, workloads: list[str],
                         f'<canvas id="chart-{html.escape(chart.id)}">'
                         "</canvas></div></figure>")
     blocks = [lead, f'<div class="charts">{"".join(sections)}</div>' if sections else ""]
-    blocks += [f'<h2>{html.escape(t.caption)}</h2><div id="table-{html.escape(t.id)}"></div>'
-               for t in [*tables, *([extra] if extra else [])]]
+    blocks += [_holder(t) for t in [*tables, *([extra] if extra else [])]]
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">

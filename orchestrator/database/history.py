@@ -5,8 +5,11 @@ is its cell's final one in its run and ended ok counts once, by the median items
 timed epochs. A configuration (`config_id`) seen in a run has that run's repeats; its figure
 there is their median.
 
-- best: per workload, the fastest configuration-in-a-run, and the cheapest per million
-  items where rows carry a price; a row judged implausible never wins.
+- best: per workload, `matrix advise`'s answer per million items (report/advise.py:
+  PER_MILLION) over the store's rows as `advise --db` reads them (store_rows.py): the
+  fastest configuration and, where priced, the cheapest, by their repeats pooled across
+  runs, with advise's ties and caveats and what it left out. One decision, so history,
+  advise, the report's Best choices and the dashboard name the same configuration.
 - trend: a configuration's figure in each run, oldest first.
 - regressions: each configuration's latest run against its earlier runs (up to
   `baseline_runs` of them, their repeats pooled), judged by compare's rule; a run
@@ -34,6 +37,8 @@ from orchestrator.report.markdown import fmt
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from orchestrator.report.advise import Advice, Projection
 
 BASELINE_RUNS = 5
 
@@ -170,16 +175,81 @@ def with_match_ids(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def best(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per workload: the fastest configuration-in-a-run and, where priced, the cheapest,
-    among judged runs (judging.judged_runs) that are not implausible."""
-    return picks(runs[~runs["implausible"]], ("fastest", "items_per_s", "max"),
-                 "usd_per_million_items")
+def best(rows: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """Per workload, advise's answer per million items over `rows` (store_rows.py): its
+    fastest pick and, where priced, its cheapest, each with its label as advise names it,
+    median items/s and $ per million items over its repeats pooled across runs, the
+    repeats and runs it stands on, when and where it was last measured (from `samples`,
+    repeats()), its ties and its caveats (`said`: the lines a person reads under it); then
+    each configuration advise left out, with why (`best` "left out")."""
+    import pandas as pd
+
+    from orchestrator.report.advise import PER_MILLION, AdviseError, advise, measured_rows
+    from orchestrator.report.candidates import candidates, versioned_labels
+
+    found: list[dict[str, Any]] = []
+    for workload in sorted(set(rows["workload"])) if not rows.empty else []:
+        try:
+            answer = advise(rows, PER_MILLION, workload)
+        except AdviseError:  # nothing of it ended ok with a throughput
+            continue
+        ok = measured_rows(rows, workload)[1]
+        configs = {label: c for c, label in versioned_labels(ok).items()}  # advise's names
+        for question in ("fastest", "cheapest"):
+            pick = answer.pick(question)
+            if pick is None or (question == "cheapest" and pick.cost_usd is None):
+                continue  # the cheapest only where a price exists
+            # the repeats it stands on, as advise took them (a pick keeps the same ones
+            # among its own rows as among all: its clean ones, or all where none is clean)
+            mine = ok[ok["config_id"] == pick.config_id]
+            cells = set(candidates(mine, PER_MILLION.include_flagged).rows["cell_id"])
+            found.append(_answered(answer, question, pick,
+                                   samples[samples["attempt_id"].isin(cells)]))
+        found += [{"workload": workload, "best": "left out", "label": label,
+                   "config_id": configs.get(label), "item_unit": answer.unit, "why": why,
+                   "said": [why]} for label, why in answer.left_out.items()]
+    found_frame = pd.DataFrame(found)
+    for column in ("repeats", "runs"):  # counts, empty for a configuration left out
+        if column in found_frame:
+            found_frame[column] = found_frame[column].astype("Int64")
+    return found_frame
+
+
+def _answered(answer: Advice, question: str, pick: Projection, measured: pd.DataFrame
+              ) -> dict[str, Any]:
+    """One pick's row of `best`: advise's figures, and its latest measurement's run."""
+    latest = measured.sort_values("started_at", kind="stable").iloc[-1]
+    ties, notes = answer.ties.get(question, []), answer.notes.get(question, [])
+    dropped = answer.dropped.get(pick.label)
+    return {"workload": answer.workload, "best": question, "label": pick.label,
+            "config_id": pick.config_id, "hardware": latest["hardware"],
+            "stack": latest["stack"], "items_per_s": pick.items_per_s,
+            "item_unit": answer.unit, "usd_per_million_items": pick.cost_usd,
+            "repeats": pick.repeats, "runs": measured["run_key"].nunique(),
+            "date": latest["started_at"], "run": latest["run"],
+            "location": latest["location"], "flags": pick.flags, "ties": ties,
+            "notes": notes, "dropped": dropped, "best_guess": answer.guess,
+            "said": said(answer, question)}
+
+
+def said(answer: Advice, question: str) -> list[str]:
+    """What a person must read beside a pick, in advise's words (advise_text.py): its ties,
+    its caveats, the repeats its configuration lost and why, and why the answer is only a
+    best guess; [] for none. history best's lines under a pick, the dashboard's column."""
+    pick = answer.pick(question)
+    ties = answer.ties.get(question, [])
+    dropped = answer.dropped.get(pick.label) if pick is not None else None
+    return ([f"a tie with {', '.join(ties)} (within the noise of their repeats)"]
+            if ties else []) + answer.notes.get(question, []) + (
+        [f"kept with fewer repeats: {dropped}"] if dropped else []) + (
+        [f"best guess: {answer.guess}"] if answer.guess else [])
 
 
 def picks(runs: pd.DataFrame, fastest: tuple[str, str, str], cost: str) -> pd.DataFrame:
     """Per workload, the row of `runs` best by `fastest` (its name in the `best` column,
-    the column, and "max" or "min" of it) and, among the rows with a `cost`, the cheapest."""
+    the column, and "max" or "min" of it) and, among the rows with a `cost`, the cheapest:
+    for scripts timed as a whole (whole_history.py), which have no throughput for advise
+    to answer from."""
     import pandas as pd
 
     name, column, way = fastest
