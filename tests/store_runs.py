@@ -20,7 +20,9 @@ def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
     """A run whose configuration `hw-stack-bs` has one repeat per speed (items/s): each a
     cell of `epochs` measurements around that speed. Configurations are named
     `HARDWARE/STACK/BATCH`; `flags`, `statuses`, `gpus` (provenance's gpu_count) and
-    `errors` (a flag's reason) apply to every repeat of one."""
+    `errors` (a flag's reason) apply to every repeat of one. A configuration given GPUs
+    ran on a p4d.24xlarge (its provenance's instance type), so its entries at 1, 2 and 4
+    GPUs are one machine: scaling twins."""
     rng = random.Random(seed)
     store = RunDirectory(root)
     store.root.mkdir(parents=True, exist_ok=True)
@@ -33,6 +35,8 @@ def write_run(root: Path, started: datetime, speeds: dict[str, list[float]], *,
             records: list = [ProvenanceRecord(**identity, hostname="box",
                                               price_per_hour_usd=price,
                                               gpu_count=(gpus or {}).get(config),
+                                              instance_type="p4d.24xlarge"
+                                              if config in (gpus or {}) else None,
                                               framework="torch", framework_version="2.13.0")]
             for epoch in range(1, epochs + 1):
                 rate = speed * (1 + rng.uniform(-0.002, 0.002))

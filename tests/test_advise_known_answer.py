@@ -126,3 +126,21 @@ def test_a_projection_stays_on_the_machines_cores_and_never_wins_unsaid(known):
                                    f"{FASTEST}") for note in found.notes["fastest"])
     if cores <= 2:  # this machine has no third core to project onto
         assert not any(p.projected for p in found.projections)
+
+
+def test_the_dashboard_names_the_same_pick_and_draws_a_line_per_machine(known, browser):
+    store = f"sqlite:///{known / 'store.db'}"
+    best = run_cli("history", "best", "--db", store, "--format", "json", cwd=known)
+    assert best.returncode == 0, best.stderr
+    named = {(r["best"], r["configuration"]) for r in json.loads(best.stdout)}
+    assert {("fastest", FASTEST), ("cheapest", CHEAPEST)} <= named
+    done = run_cli("dashboard", "-o", str(known / "site"), "--db", store, cwd=known)
+    assert done.returncode == 0, done.stdout + done.stderr
+    browser.open(known / "site" / "workload-simulated.html")
+    choices = browser.js("return [...document.querySelectorAll('#choices-simulated tbody tr')]"
+                         ".map(tr => [...tr.cells].map(td => td.textContent));")
+    assert [(row[1], row[2]) for row in choices] == [("fastest", FASTEST),
+                                                     ("cheapest", CHEAPEST)]
+    lines = dict(browser.js("return window.matrixCharts['scaling-simulated'].data.datasets"
+                            ".map(d => [d.label, d.data.map(p => p.x)]);"))
+    assert lines["laptop/here (CPU)"] == [1, 2] and lines["workstation/here (CPU)"] == [1, 2]

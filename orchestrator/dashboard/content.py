@@ -334,11 +334,17 @@ def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
 
 def _scaling(records: list[dict[str, Any]], workload: str, unit: str,
              named: Settings) -> Chart:
-    """Throughput against GPUs per (stack, settings), with each group's ideal line: its
-    fewest-device point scaled linearly."""
+    """Throughput against devices per machine, stack and settings (the device count's own
+    parameter aside: twins, as the report's scaling groups them), with each group's ideal
+    line: its fewest-device point scaled linearly. Two machines are never one line."""
+    counting = _device_params(records, named)
     groups: dict[str, list[dict[str, Any]]] = {}
     for record in records:  # one line per device kind: CPUs never scale along GPUs
-        name = f"{record['stack']} {named.of_row(record)}".strip() + f" ({record['device']})"
+        params = json.loads(record["params"])
+        settings = " ".join(f"{k}={params[k]}" for k in named.varying
+                            if k in params and k not in counting)
+        name = (f"{record.get('machine') or record['hardware']}/{record['stack']} "
+                f"{settings}".strip() + f" ({record['device']})")
         groups.setdefault(name, []).append(record)
     datasets = []
     for name, members in sorted(groups.items()):
@@ -353,9 +359,18 @@ def _scaling(records: list[dict[str, Any]], workload: str, unit: str,
                 dashed=True))
     several = any(d.dashed for d in datasets)
     return Chart(id=f"scaling-{workload}", title="scaling against the ideal line", type="scatter",
-                 x_label="GPUs (1: CPU)", y_label=f"{unit}/s", labels=[], datasets=datasets,
+                 x_label="devices (GPUs, or CPU workers)", y_label=f"{unit}/s", labels=[],
+                 datasets=datasets,
                  note="" if several else "every configuration ran on one device count: "
                                          "no line to scale along")
+
+
+def _device_params(records: list[dict[str, Any]], named: Settings) -> set[str]:
+    """The varying parameters that are the device count (nmt_dp's `workers`, a user's own):
+    those whose value is the devices a row trained on, in every row."""
+    return {k for k in named.varying
+            if records and all(str(json.loads(r["params"]).get(k)) == str(r["devices"])
+                               for r in records)}
 
 
 def _history(rows: pd.DataFrame, workload: str, unit: str, named: Settings,

@@ -75,6 +75,9 @@ def site_data(db: Connection, shown: str, advised: pd.DataFrame | None = None) -
     devices = [_devices(provenance.get(a)) for a in rows["attempt_id"]]
     rows["devices"] = [count for count, _ in devices]
     rows["device"] = [kind for _, kind in devices]
+    # the machine a row ran on, as scaling twins share it (report/analysis.with_machine)
+    rows["machine"] = [(provenance.get(a) or {}).get("instance_type") or hardware
+                       for a, hardware in zip(rows["attempt_id"], rows["hardware"], strict=True)]
     firsts = samples[samples["flags"] != ""].drop_duplicates(["config_id", "run_key"])
     by_row = {(c, r): reasons.get(a, "") for c, r, a in
               firsts[["config_id", "run_key", "attempt_id"]].itertuples(index=False)}
@@ -142,12 +145,15 @@ def _reasons(db: Connection) -> dict[str, str]:
 
 
 def _devices(record: dict[str, Any] | None) -> tuple[int, str]:
-    """What a row ran on: how many devices (the scaling chart's x; 1 for a CPU run) and of
+    """What a row ran on: how many devices (the scaling chart's x: the devices its worker
+    recorded using, else its GPUs, else 1 on a CPU) and of
     which kind (its GPU model, "GPU", or "CPU"), so a CPU is never on a GPU's line."""
     gpus = (record or {}).get("gpu_count") or 0
+    used = (record or {}).get("devices_used") or 0  # what the workload trained on: its
+    # CPU workers or the GPUs it used, as the report's scaling reads it (judge.devices_column)
     if not gpus:
-        return 1, "CPU"
-    return int(gpus), str((record or {}).get("gpu_model") or "GPU")
+        return int(used) or 1, "CPU"
+    return int(used) or int(gpus), str((record or {}).get("gpu_model") or "GPU")
 
 
 def page_name(workload: str) -> str:
