@@ -5,7 +5,8 @@ Until decided: once the matrix's own repeats have ended, the answer is asked of 
 rows as `matrix advise` gives it (report/advise.py: the matrix's `job:`, else which is
 fastest and cheapest per million items). The configurations still in contest are each
 pick and the ties within its noise (report/picks.py). Each gets one more repeat, a wave at
-a time, until no tie is left (decided), or a contested configuration has `max_repeats`, or
+a time, until no tie is left (decided), or a contested configuration has run `max_repeats`
+(flagged ones count: they were paid for), or
 `max_time_s` has passed since the sweep began (not decided, said so with what is still
 tied). Only contested configurations run again; the repeats land in the same journal and
 results store as any other. Cells on nodes a provider launched for the sweep get theirs
@@ -44,7 +45,7 @@ class UntilDecided:
 class Contest:
     """Which configurations the answer cannot yet tell apart, and how it reads."""
 
-    configs: dict[str, int]  # config_id -> the repeats it has
+    configs: dict[str, int]  # config_id -> the clean repeats the answer stands on
     said: list[str]  # "fastest: X, a tie with Y" per question still open
 
 
@@ -103,7 +104,12 @@ class Waves:
             self._say("until decided: decided, no configuration is within the noise of a pick")
             return []
         ties = "; ".join(contest.said)
-        full = [c for c, n in contest.configs.items() if n >= self.until.max_repeats]
+        # every repeat the journal holds counts, a flagged one (dropped by the answer) too
+        ran: dict[str, int] = {}
+        for result in self.store.results():
+            config = result.cell.config_id
+            ran[config] = max(ran.get(config, 0), result.cell.repeat)
+        full = [c for c in contest.configs if ran.get(c, 0) >= self.until.max_repeats]
         late = self.until.max_time_s is not None and \
             time.monotonic() - self.started >= self.until.max_time_s
         if full or late:
@@ -111,7 +117,7 @@ class Waves:
                    f"{self.until.max_time_s:g} s (--max-time)")
             self._say(f"until decided: not decided within {why}: {ties}")
             return []
-        wave = [as_repeat(self.first[c], n + 1) for c, n in contest.configs.items()
+        wave = [as_repeat(self.first[c], ran.get(c, 0) + 1) for c in contest.configs
                 if c in self.first]
         wave = [cell for cell in wave if cell.cell_id not in self.attempted]
         if wave:
