@@ -53,7 +53,10 @@ def test_a_cell_runs_in_its_image_with_the_same_columns_as_in_a_process(stacks_r
     rows = pd.read_parquet(stacks_run / "results.parquet")
     here, image = rows[rows["stack"] == "here"], rows[rows["stack"] == "torch-cpu"]
     measured = [c for c in rows.columns if here[c].notna().all()
-                and c not in ("image_tag", "image_id", "repo_digest")]
+                and c not in ("image_tag", "image_id", "repo_digest")
+                # an ok cell's error holds only its flags' reasons: the loaded machine's
+                # `contended` on one side and not the other (CI), no column an executor fills
+                and c != "error"]
     missing = [c for c in measured if image[c].isna().any()]
     assert not missing, f"columns the process executor fills but the container does not: {missing}"
     assert len(image) == 1 and (image.items_per_s > 0).all()

@@ -99,7 +99,10 @@ def test_a_cell_runs_in_podman_with_the_same_columns_as_in_a_process(podman_run)
     rows = rows[rows["workload"] == "lstm_lm"]
     here, image = rows[rows["stack"] == "here"], rows[rows["stack"] == "torch-cpu"]
     measured = [c for c in rows.columns if here[c].notna().all()
-                and c not in ("image_tag", "image_id", "repo_digest")]
+                and c not in ("image_tag", "image_id", "repo_digest")
+                # an ok cell's error holds only its flags' reasons: the loaded machine's
+                # `contended` on one side and not the other (CI), no column an executor fills
+                and c != "error"]
     missing = [c for c in measured if image[c].isna().any()]
     assert not missing, f"columns the process executor fills but Podman's does not: {missing}"
     assert len(image) == 1 and (image.items_per_s > 0).all()
