@@ -20,12 +20,13 @@ shows the reason under the row in every table, and never names it a best choice.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.errors import MatrixError
 from orchestrator.hardware.peaks import Peak, datasheet_peak, gpu_memory_gb, peak_gap
-from orchestrator.registry.providers import providers
+from orchestrator.registry.providers import Provider, providers
 from orchestrator.report.ceilings import (
     BELOW_DATASHEET,
     CEILING_TOLERANCE,
@@ -40,6 +41,8 @@ from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
+
+T = TypeVar("T")
 
 SCALING_TOLERANCE = 0.10  # efficiency up to 110% passes: caches can make a little superlinear
 # No CPU core runs above these: 6 GHz x 64 fp32 FLOP per cycle (two 512-bit FMA units), and
@@ -335,24 +338,24 @@ def memory_verdicts(row: Any) -> list[Verdict]:
 
 def host_memory_gib(instance_type: object) -> float | None:
     """The memory of a row's instance type, as the provider whose catalogue has it says
-    (EC2's: providers/aws/catalogue.py); None where none knows it. A row does not name its
-    hardware's kind, so each provider is asked."""
-    if not isinstance(instance_type, str) or not instance_type:
-        return None
-    for provider in providers():
-        if (gib := provider.host_memory_gib(instance_type)) is not None:
-            return gib
-    return None
+    (EC2's: providers/aws/catalogue.py); None where none knows it."""
+    return _catalogued(instance_type, lambda provider, name: provider.host_memory_gib(name))
 
 
 def host_gpus(instance_type: object) -> int | None:
     """The GPUs of a row's instance type, as the provider whose catalogue has it says;
-    None where none knows it (as host_memory_gib asks)."""
+    None where none knows it: how far advise projects a GPU count (projection.py)."""
+    return _catalogued(instance_type, lambda provider, name: provider.host_gpus(name))
+
+
+def _catalogued(instance_type: object, ask: Callable[[Provider, str], T | None]) -> T | None:
+    """The first answer a provider's catalogue gives for `instance_type`. A row does not
+    name its hardware's kind, so each provider is asked."""
     if not isinstance(instance_type, str) or not instance_type:
         return None
     for provider in providers():
-        if (gpus := provider.host_gpus(instance_type)) is not None:
-            return gpus
+        if (found := ask(provider, instance_type)) is not None:
+            return found
     return None
 
 
