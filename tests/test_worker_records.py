@@ -46,7 +46,8 @@ MEASUREMENT = MeasurementLine(
     gpu_energy_j=450.0, throttle_reasons="sw_power_cap", flops_per_item=1e9,
     metrics={"ms_per_step": 250.0})
 PROVENANCE = ProvenanceLine(
-    python="3.11.9", hostname="node-a", cpu_model="Xeon", cpu_count=16, cpu_threads=8,
+    python="3.11.9", hostname="node-a", cpu_model="Xeon", cpu_count=16, cpus_usable=8,
+    cpu_threads=8,
     thread_settings={"OMP_NUM_THREADS": "8"}, framework="torch",
     framework_version="2.5.1", data_sha256={"train.txt": "ab" * 32},
     precision_switches={"torch.backends.cudnn.allow_tf32": "False"}, compute_device="cuda:0",

@@ -5,6 +5,7 @@ defaults.yaml)."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,7 @@ import torch
 
 from orchestrator.worker.context import Context, Unsupported
 from orchestrator.worker.measure import TorchCudaProbe, no_sync
+from orchestrator.worker.threads import usable_cpus, user_threads
 
 AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -26,6 +28,10 @@ def use_torch(ctx: Context) -> torch.device:
                           probes=[TorchCudaProbe(device)])
     else:
         ctx.use_framework("torch", torch.__version__, sync=no_sync)
+        if user_threads(os.environ) is None:  # torch follows the user's OMP_NUM_THREADS
+            # torch's own default counts the affinity mask, not a cgroup's quota or a Slurm
+            # task's allotment: no more threads than the CPUs the cell may use
+            torch.set_num_threads(min(torch.get_num_threads(), usable_cpus()))
     return device
 
 

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from orchestrator.worker.context import Context, Unsupported
 from orchestrator.worker.host import die_with_parent_setter
 from orchestrator.worker.measure import TorchCudaProbe, no_sync
+from orchestrator.worker.threads import rank_threads
 
 JOIN_TIMEOUT_S = 60
 
@@ -33,8 +34,8 @@ def rank_count(ctx: Context) -> int:
 
 def first_rank_device(ctx: Context, workers: int) -> torch.device:
     """Rank 0's device, registered with the harness (CUDA synchronisation and allocator
-    peaks on a GPU); on a CPU, the cores shared out among the ranks' threads. Unsupported
-    where the cell sees fewer GPUs than ranks."""
+    peaks on a GPU); on a CPU, the CPUs it may use shared out among the ranks' threads
+    (`rank_threads`). Unsupported where the cell sees fewer GPUs than ranks."""
     on_gpu = ctx.gpus > 0
     if on_gpu and torch.cuda.device_count() < workers:
         raise Unsupported(f"{workers} ranks need {workers} GPUs; {torch.cuda.device_count()} "
@@ -45,7 +46,7 @@ def first_rank_device(ctx: Context, workers: int) -> torch.device:
                           probes=[TorchCudaProbe(device)])
     else:
         ctx.use_framework("torch", torch.__version__, sync=no_sync)
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        torch.set_num_threads(rank_threads(workers))
     return device
 
 
@@ -57,7 +58,7 @@ def other_rank_device(rank: int, workers: int, on_gpu: bool) -> torch.device:
     if on_gpu:
         torch.cuda.set_device(device)
     else:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        torch.set_num_threads(rank_threads(workers))
     return device
 
 

@@ -40,6 +40,7 @@ ALLOWED_NAMES = frozenset({
     "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
     "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "KERAS_BACKEND", "KERAS_HOME",
+    "SLURM_CPUS_PER_TASK",  # a count, no secret: the CPUs a rank shares out (worker/threads.py)
 })
 ALLOWED_PREFIXES = (
     "LC_",  # locale

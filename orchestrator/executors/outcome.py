@@ -363,7 +363,7 @@ def _oversubscribed(cell: Cell, provenance: ProvenanceRecord) -> str | None:
     name = declared(cell).device_param
     value = cell.params.get(name) if name else None
     workers = value if isinstance(value, int) and not isinstance(value, bool) else 0
-    cores = provenance.cpu_count
+    cores = provenance.cpus_usable or provenance.cpu_count  # the CPUs it may use, if known
     if cell.hardware.gpus or workers <= 1 or not cores or workers <= cores:
         return None
     return f"oversubscribed: {workers} workers on {cores} CPU cores"

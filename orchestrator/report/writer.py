@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from orchestrator.spec.job import JobSpec
 
 
-
 def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (),
                  title: str | None = None, now: datetime | None = None,
                  log_tails: Mapping[str, str] | None = None, job: JobSpec | None = None
@@ -362,9 +361,10 @@ def _skipped_section(skipped: Iterable[Skipped]) -> list[str]:
 
 
 def _environment_section(df: pd.DataFrame) -> list[str]:
-    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "cpu_threads",
-               "gpu_model", "gpu_count", "driver", "python", "framework", "framework_version",
-               "cuda", "cudnn", "repo_digest", "image_id", "tool_version", "git_revision"]
+    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "cpus_usable",
+               "cpu_threads", "gpu_model", "gpu_count", "driver", "python", "framework",
+               "framework_version", "cuda", "cudnn", "repo_digest", "image_id", "tool_version",
+               "git_revision"]
     shown = [c for c in columns if c in df and df[c].notna().any()]
     if "hardware" not in shown:
         return []

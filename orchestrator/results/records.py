@@ -263,6 +263,10 @@ class ProvenanceRecord(_Identity):
     # does not say) and the math libraries' settings it started with (worker/threads.py;
     # {} where none was set, None in a record made before they were recorded)
     cpu_threads: int | None = Field(default=None, ge=1)
+    # the CPUs the worker could compute on (worker/threads.py: usable_cpus), which
+    # `cpu_count` (the machine's) overstates under taskset, a cgroup quota or Slurm's
+    # --cpus-per-task; None in a record made before it was recorded
+    cpus_usable: int | None = Field(default=None, ge=1)
     thread_settings: dict[str, str] | None = None
     hostname: str | None = None  # the worker's (a container's own under docker)
     node: str | None = None  # the machine the executor ran on: whose ceiling a row shares

@@ -24,7 +24,7 @@ from orchestrator.worker.host import cpu_model, hostname, python_version
 from orchestrator.worker.measure import FRAMEWORK_ENV
 from orchestrator.worker.records import ErrorLine, ProvenanceLine, TimingLine
 from orchestrator.worker.stack_check import cudnn_version_string, stack_mismatch
-from orchestrator.worker.threads import framework_threads, thread_variables
+from orchestrator.worker.threads import framework_threads, thread_variables, usable_cpus
 from orchestrator.worker.workload_code import workload_module
 
 EXIT_WORKLOAD_ERROR = 1
@@ -107,7 +107,8 @@ def _error_record(exc: BaseException) -> ErrorLine:
 def _provenance(ctx: Context | None) -> ProvenanceLine:
     """Where the cell ran; what the workload declared, where it got that far."""
     host = ProvenanceLine(python=python_version(), hostname=hostname(), cpu_model=cpu_model(),
-                          cpu_count=os.cpu_count(), cpu_threads=framework_threads(),
+                          cpu_count=os.cpu_count(), cpus_usable=usable_cpus(),
+                          cpu_threads=framework_threads(),
                           thread_settings=thread_variables(os.environ))
     if ctx is None:
         return host

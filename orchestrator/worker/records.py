@@ -213,6 +213,7 @@ class ProvenanceLine(_Line):
     cpu_model: str | None = None
     cpu_count: int | None = None
     cpu_threads: int | None = None  # the framework's intra-op threads (worker/threads.py)
+    cpus_usable: int | None = None  # the CPUs the worker may use (affinity, quota, Slurm)
     thread_settings: dict[str, str] | None = None  # OMP_NUM_THREADS ... as the worker had them
     framework: str | None = None
     framework_version: str | None = None
