@@ -138,3 +138,47 @@ def test_the_dashboard_marks_both_with_the_judges_reason_in_the_browser(tmp_path
         browser.screenshot(f"impossible-{workload}")
     assert set(reasons) == IMPOSSIBLE, reasons
     assert_reasons({hw: reason for hw, reason in reasons.items()})
+
+
+def test_the_reports_bar_charts_mark_both_rows_as_their_tables_flag_them(run_dir, tmp_path):
+    """The 129.5% MFU row was the fastest-looking plain bar beside a table that flags it."""
+    from orchestrator.report.plots import epoch_time, memory
+    from orchestrator.report.writer import workload_summaries
+
+    done = run_cli("report", str(run_dir), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    df = pd.read_parquet(run_dir / "results.parquet")
+    for workload, summary, _ in workload_summaries(df):
+        for figure in (epoch_time(summary, workload), memory(summary, workload)):
+            if figure is None:
+                continue
+            axes = figure.axes[0]
+            ticks = [t.get_text() for t in axes.get_yticklabels()]
+            red = {t.get_text().split()[0] for t in axes.get_yticklabels()
+                   if t.get_color() == "tab:red"}
+            flagged = {hw for hw in IMPOSSIBLE if any(t.startswith(hw + " ") for t in ticks)}
+            assert red == flagged, (workload, ticks)
+            overlaid = {round(p.get_y() + p.get_height() / 2) for p in axes.patches
+                        if p.get_hatch() == "xx" and not p.get_fill()}
+            for index, tick in enumerate(ticks):  # each bar overlaid where its row is flagged
+                assert (index in overlaid) == tick.endswith("]"), (workload, tick)
+                assert ("implausible" in tick) == (tick.split()[0] in IMPOSSIBLE)
+            if flagged:
+                assert "flagged: the table says why" in [
+                    t.get_text() for t in axes.get_legend().get_texts()]
+    assert (run_dir / "plots" / "gpt_lm-epoch-time.png").exists()
+
+
+def test_compare_against_a_run_of_impossible_rows_alone_says_they_were_flagged_and_why(
+        run_dir, tmp_path):
+    """It said "holds no cell that ended ok with a throughput (1 ok)": it held one, judged."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    (alone / "results.jsonl").write_text("".join(
+        line + "\n" for line in lines if json.loads(line)["cell_id"] == "p100-seed000"))
+    done = run_cli("compare", str(run_dir), str(alone), cwd=tmp_path, env={"COLUMNS": "300"})
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "every configuration that ended ok was judged implausible (1 of them;" in line
+    assert P100_REASON in line and "holds no cell" not in line

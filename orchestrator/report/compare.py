@@ -163,6 +163,14 @@ def comparable(df: pd.DataFrame, side: str, source: str) -> pd.DataFrame:
     cells = df.drop_duplicates("cell_id") if len(df) and "cell_id" in df else df.iloc[0:0]
     ended = ", ".join(f"{n} {status}" for status, n in
                       cells["status"].value_counts().items()) if len(cells) else "no cell"
+    flagged = implausible_configs(df)
+    if flagged:  # it measured, but nothing it measured can be true
+        reasons = sorted(set(flagged.values()))
+        raise NothingToCompare(
+            f"{side} {source}: every configuration that ended ok was judged implausible "
+            f"({len(flagged)} of them; {reasons[0]}"
+            + (f"; and {len(reasons) - 1} other reason(s)" if len(reasons) > 1 else "")
+            + f"): nothing to compare; `matrix report {source}` shows each")
     raise NothingToCompare(f"{side} {source} holds no cell that ended ok with a throughput "
                            f"({ended}): nothing to compare; `matrix report {source}` shows why")
 

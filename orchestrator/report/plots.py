@@ -5,6 +5,8 @@ Each function returns a Figure or None when its data is absent, so a test can re
 plotted values back from the figure's artists before it is saved.
 - time per epoch, one bar per configuration: timed steps, the rest of the epoch, the range;
 - memory per configuration (the framework's peak where measured, else the process's RSS);
+  in both, a flagged configuration's bar is overlaid red and its label names its flags, as
+  the table flags the row: an impossible row is never the plain fastest-looking bar;
 - speedup against GPUs or CPU workers, with the ideal line, implausible points marked;
 - throughput against cost per million items;
 - `matrix advise`'s job: time to train against cost, with intervals and the Pareto front.
@@ -79,7 +81,7 @@ def epoch_time(summary: pd.DataFrame, workload: str) -> Figure | None:
         high = (ordered["epoch_s_max"].astype(float).fillna(whole) - whole).clip(lower=0)
         axes.errorbar(whole.tolist(), y, xerr=[low.tolist(), high.tolist()], fmt="none",
                       ecolor="black", capsize=3, label="fastest to slowest epoch")
-    axes.set_yticks(y, names)
+    _mark_flagged(axes, whole.fillna(0).tolist(), ordered, names)
     axes.invert_yaxis()  # the first configuration on top, as the tables list them
     axes.grid(axis="x", alpha=0.3)
     axes.legend(fontsize=9, loc="lower right")
@@ -100,11 +102,35 @@ def memory(summary: pd.DataFrame, workload: str) -> Figure | None:
     figure, axes = _figure(f"{workload}: memory per configuration", what, "",
                            rows=len(ordered))
     y = list(range(len(ordered)))
-    axes.barh(y, (ordered[column] / MIB).fillna(0).to_list())
-    axes.set_yticks(y, ordered["_label"].tolist())
+    widths = (ordered[column] / MIB).fillna(0).to_list()
+    axes.barh(y, widths)
+    _mark_flagged(axes, widths, ordered, ordered["_label"].tolist())
     axes.invert_yaxis()
     axes.grid(axis="x", alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:  # the flagged key
+        axes.legend(fontsize=9, loc="lower right")
     return figure
+
+
+FLAGGED_COLOUR = "tab:red"
+
+
+def _mark_flagged(axes: Any, widths: list[float], ordered: pd.DataFrame,
+                  names: list[str]) -> None:
+    """The configurations' names as the y labels; a flagged configuration's bar overlaid
+    with red hatching and its label ending in its flags, red where a figure is impossible:
+    the figure flags the row its table flags, and the table's line under the row says why."""
+    flags = ordered["flags"].fillna("").astype(str).tolist() if "flags" in ordered \
+        else [""] * len(names)
+    axes.set_yticks(range(len(names)), [f"{name} [{flag}]" if flag else name
+                                        for name, flag in zip(names, flags, strict=True)])
+    flagged = [index for index, flag in enumerate(flags) if flag]
+    if flagged:
+        axes.barh(flagged, [widths[i] for i in flagged], fill=False, hatch="xx",
+                  edgecolor=FLAGGED_COLOUR, label="flagged: the table says why")
+    for index in flagged:
+        if "implausible" in flags[index]:
+            axes.get_yticklabels()[index].set_color(FLAGGED_COLOUR)
 
 
 def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
