@@ -288,3 +288,28 @@ def test_a_workload_page_names_advises_pick_where_the_overviews_top_row_is_anoth
     first = browser.js("return document.querySelector('main h2').textContent;")
     assert first.startswith("best choices")  # the decision before the charts and rows
     browser.screenshot("dashboard-best-choices")
+
+
+def test_a_chart_names_a_drawn_rows_flags_as_its_table_marks_them(tmp_path, browser):
+    """A contended row is drawn (its figure is possible) but not as a plain bar: its label
+    carries its flags, as the workload's table marks the row."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    results = ResultsDB.open(parse_url(url))
+    try:
+        results.import_run(write_run(
+            tmp_path / "run", DAY, {"cpu/torch/32": [90.0, 91.0], "cpu/torch/64": [150.0, 149.0]},
+            flags={"cpu/torch/64": "contended"},
+            errors={"cpu/torch/64": "contended: other processes held 0.9 of the cores"}))
+    finally:
+        results.close()
+    done = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert browser.open(tmp_path / "site" / "workload-lstm_lm.html") == []
+    labels = browser.js("return window.matrixCharts['throughput-lstm_lm'].data.labels;")
+    assert len(labels) == 2
+    assert sum(label.endswith("[contended]") for label in labels) == 1, labels
+    assert any("64" in label and label.endswith("[contended]") for label in labels), labels
+    flagged = browser.js("return [...document.querySelectorAll('#rows-lstm_lm tr.flagged')]"
+                         ".length;")
+    assert flagged == 1
+    browser.screenshot("dashboard-flagged-label")

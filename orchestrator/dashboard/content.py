@@ -304,13 +304,15 @@ def whole_overview_table(whole: pd.DataFrame) -> Table:
 def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
                     run_dates: dict[str, str]) -> list[Chart]:
     """The workload's four charts. A row flagged implausible is in the table, marked, and
-    never drawn: one figure beyond physics would set every axis."""
+    never drawn: one figure beyond physics would set every axis. A row with another flag
+    (contended, oversubscribed ...) is drawn with its flags in its label, as the table
+    marks it."""
     unit = str(rows["item_unit"].iloc[0]) if len(rows) else "item"
     left_out = rows[rows["implausible"]]["config_id"].nunique()
     rows = rows[~rows["implausible"]]
     latest = rows[rows["latest"]].sort_values("items_per_s", ascending=False, kind="stable")
     records = latest.to_dict("records")
-    labels = [named.label(r) for r in records]
+    labels = [named.label(r) + (f" [{r['flags']}]" if r["flags"] else "") for r in records]
     charts = [Chart(id=f"throughput-{workload}", title="throughput per hardware and stack "
                     "(each configuration's latest run)", type="bar", x_label="configuration",
                     y_label=f"{unit}/s (median over repeats)", labels=labels, horizontal=True,
