@@ -14,7 +14,7 @@ import matplotlib.image
 import pytest
 
 from orchestrator.report.frame import run_frame
-from orchestrator.report.plots import epoch_time, memory, scaling
+from orchestrator.report.plots import cost, epoch_time, memory, scaling
 from orchestrator.report.writer import workload_summaries, write_report
 from orchestrator.results.records import Status
 from orchestrator.results.run_directory import RunDirectory
@@ -119,3 +119,14 @@ def test_cpu_workers_scale_as_workers_and_an_implausible_point_is_marked(tmp_pat
     assert marked.get_offsets().tolist() == [[3.0, 90.0]]
     assert [text.get_text() for text in axes.texts] == ["implausible"]
     assert all(tick.is_integer() for tick in axes.get_xticks())
+
+
+def test_the_cost_chart_names_each_points_flags_as_the_table_does(written):
+    _, df, _ = written
+    summaries = {w: (s, u) for w, s, u in workload_summaries(df)}
+    summary, unit = summaries["transformer_ft"]
+    texts = {t.get_text(): t.get_color() for t in cost(summary, "transformer_ft", unit)
+             .axes[0].texts}
+    flagged = {name: colour for name, colour in texts.items() if name.endswith("]")}
+    assert flagged == {"p4d-1gpu precision=bf16 [implausible]": "tab:red"}, texts
+    assert set(texts.values()) == {"black", "tab:red"}

@@ -178,13 +178,15 @@ def cost(summary: pd.DataFrame, workload: str, unit: str) -> Figure | None:
         return None
     figure, axes = _figure(f"{workload}: throughput against cost",
                            f"$ per million {plural(unit)}", f"{plural(unit)} per second")
-    implausible = priced["flags"].str.contains("implausible", na=False)
+    flags = priced["flags"].fillna("").astype(str)
+    implausible = flags.str.contains("implausible", regex=False)
     axes.scatter(priced["usd_per_million_items"], priced["items_per_s"],
                  c=["red" if bad else "tab:blue" for bad in implausible])
-    for name, x, y, bad in zip(labels(priced), priced["usd_per_million_items"],
-                               priced["items_per_s"], implausible, strict=True):
-        axes.annotate(name + (" (implausible)" if bad else ""), (x, y), fontsize=7,
-                      xytext=(3, 3), textcoords="offset points")
+    for name, x, y, flag in zip(labels(priced), priced["usd_per_million_items"],
+                                priced["items_per_s"], flags, strict=True):
+        axes.annotate(name + (f" [{flag}]" if flag else ""), (x, y), fontsize=7,
+                      xytext=(3, 3), textcoords="offset points",
+                      color=FLAGGED_COLOUR if "implausible" in flag else "black")
     return figure
 
 
