@@ -304,9 +304,8 @@ def whole_overview_table(whole: pd.DataFrame) -> Table:
 def workload_charts(rows: pd.DataFrame, workload: str, named: Settings,
                     run_dates: dict[str, str]) -> list[Chart]:
     """The workload's four charts. A row flagged implausible is in the table, marked, and
-    never drawn: one figure beyond physics would set every axis. A row with another flag
-    (contended, oversubscribed ...) is drawn with its flags in its label, as the table
-    marks it."""
+    never drawn: one figure beyond physics would set every axis. A row with another flag is
+    drawn with its flags in its label, as the table marks it."""
     unit = str(rows["item_unit"].iloc[0]) if len(rows) else "item"
     left_out = rows[rows["implausible"]]["config_id"].nunique()
     rows = rows[~rows["implausible"]]
