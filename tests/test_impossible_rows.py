@@ -182,3 +182,48 @@ def test_compare_against_a_run_of_impossible_rows_alone_says_they_were_flagged_a
     (line,) = done.stderr.strip().splitlines()
     assert "every configuration that ended ok was judged implausible (1 of them;" in line
     assert P100_REASON in line and "holds no cell" not in line
+
+
+def honest_rerun(run_dir: Path, tmp_path: Path, started: str) -> Path:
+    """The gpt_lm H100 configuration measured again with the model's own FLOP count and a
+    possible speed (400k tokens/s: 34.5% of the bf16 peak)."""
+    rerun = tmp_path / "honest"
+    rerun.mkdir()
+    kept = []
+    for line in (run_dir / "results.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["cell_id"] != "h100-gpt-hand":
+            continue
+        record["run"] = "honest"
+        if record["record"] == "measurement":
+            record.update(items_per_s=400000.0, items=24000000.0, flops_per_item=854438400.0)
+        if record["record"] == "cell":
+            record["started_at"] = started
+        kept.append(json.dumps(record) + "\n")
+    (rerun / "results.jsonl").write_text("".join(kept))
+    return rerun
+
+
+@pytest.mark.parametrize("started", ["2026-11-21T01:00:00+00:00", "2026-11-19T01:00:00+00:00"])
+def test_history_judges_each_run_by_its_own_records_as_its_report_does(run_dir, tmp_path,
+                                                                      started):
+    """A FLOP count one run recorded wrong flagged the configuration's honest run too (run
+    after it), or was lost from the run that recorded it (run before it)."""
+    rerun = honest_rerun(run_dir, tmp_path, started)
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    for run in (run_dir, rerun):
+        done = run_cli("db", "import", str(run), "--db", url, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    trend = {r["run"]: r for r in history(url, tmp_path, "trend", "--workload", "gpt_lm")
+             if r["configuration"].startswith("h100/")}
+    assert set(trend) == {"impossible", "honest"}, trend
+    assert trend["honest"]["flags"] == "" and trend["honest"]["judgement"] == ""
+    assert all(part in trend["impossible"]["judgement"] for part in GPT_REASONS)
+    for run in (run_dir, rerun):  # each report says what history says of its run
+        assert run_cli("report", str(run), cwd=tmp_path).returncode == 0
+        rows = pd.read_parquet(run / "results.parquet")
+        judged = rows[rows["hardware"] == "h100"]["judgement"].fillna("")
+        if run == rerun:
+            assert set(judged) == {""}
+        else:  # each epoch's row by its own figure: the same reasons, their own factors
+            assert all(part in text for text in judged for part in GPT_REASONS), judged

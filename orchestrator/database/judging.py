@@ -5,11 +5,13 @@ call this on their rows, one per configuration per run (history.per_run).
 A row is judged from its own figure (its repeats' median items/s) and memory peak (the
 largest of its repeats', by the best probe each had: the GPU's on a GPU, else the host's),
 with its first repeat's provenance (GPU model, GPUs, devices used, cores, instance type,
-workload version) and its configuration's first measurement (the recorded FLOP count, the
-node's own CPU peak estimate), never from the flags stored with it alone: a journal
-written by hand or by another tool, or by an older version of this one, carries flags that
-judged nothing. The judge looks up its FLOP model and peak once per configuration, as it
-does for the report. A stored `implausible` that cannot be checked (no peak) is kept, as
+workload version) and that repeat's first measurement (the recorded FLOP count, the node's
+own CPU peak estimate): each run by its own records, as its report judges it, never by
+another run's (a second run of a configuration is not flagged for a count the first
+recorded wrong), and never from the flags stored with it alone: a journal written by hand
+or by another tool, or by an older version of this one, carries flags that judged nothing.
+The judge looks up its FLOP model and peak once per configuration, as it does for the
+report. A stored `implausible` that cannot be checked (no peak) is kept, as
 the report keeps it.
 """
 
@@ -48,21 +50,19 @@ def judged_runs(db: Connection, runs: pd.DataFrame) -> pd.DataFrame:
     attempts = list(dict.fromkeys(runs["attempt_id"]))
     provenance = _records(db, "SELECT attempt_id, provenance FROM cells WHERE "
                               "provenance IS NOT NULL AND attempt_id IN ({})", attempts)
-    # what a configuration's FLOP count and CPU peak are, read once per configuration
-    firsts = runs.drop_duplicates("config_id")
+    # what a configuration's FLOP count and CPU peak were in each run, by that run's own
+    # records: a count one run recorded wrong says nothing of another run's rows
     measured = _records(db, "SELECT attempt_id, record FROM measurements WHERE seq = 0 "
-                            "AND attempt_id IN ({})", firsts["attempt_id"])
-    of_config = {c: measured.get(a, {}) for c, a in zip(firsts["config_id"],
-                                                        firsts["attempt_id"], strict=True)}
+                            "AND attempt_id IN ({})", attempts)
     frame = pd.DataFrame({"status": "ok", "workload": runs["workload"].to_numpy(),
                           "items_per_s": runs["items_per_s"].to_numpy(),
                           "flags": runs["flags"].to_numpy()}, index=runs.index)
-    ids, configs = runs["attempt_id"].tolist(), runs["config_id"].tolist()  # plain lists:
-    # iterating pandas' Arrow-backed strings a value at a time is slow
+    ids = runs["attempt_id"].tolist()  # a plain list: iterating pandas' Arrow-backed
+    # strings a value at a time is slow
     for field in PROVENANCE_FIELDS:
         frame[field] = [provenance.get(a, {}).get(field) for a in ids]
     for field in MEASURED_FIELDS:
-        frame[field] = [of_config[c].get(field) for c in configs]
+        frame[field] = [measured.get(a, {}).get(field) for a in ids]
     on_gpu = frame["gpu_model"].notna()
     frame["mem_alloc_peak_bytes"] = runs["mem_peak_bytes"].where(on_gpu)
     frame["host_rss_peak_bytes"] = runs["mem_peak_bytes"].where(~on_gpu)
