@@ -75,7 +75,7 @@ def advise_command(
               interruptions_per_day=interruptions_per_day,
               checkpoint_every_s=duration_s(checkpoint_every, "--checkpoint-every")
               if checkpoint_every else None, include_flagged=include_flagged)
-    found = advise(measured(runs, db, region), job, workload,
+    found = advise(measured(runs, db, region, workload), job, workload,
                    spot_prices(aws_region) if spot else None)
     if figure is not None:
         from orchestrator.report.plots import job_figure, save
@@ -109,9 +109,11 @@ def spot_prices(region: str) -> SpotPrice:
     return price
 
 
-def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.DataFrame:
+def measured(runs: list[str] | None, db: str | None, region: str | None,
+             workload: str | None = None) -> pd.DataFrame:
     """The rows to answer from: the runs named (each once), else every run in the results
-    store (database/store_rows.py)."""
+    store (database/store_rows.py), of `workload` alone where one is named (the store
+    selects them: the rest is never read)."""
     import pandas as pd
 
     from orchestrator.report.advise import AdviseError
@@ -131,7 +133,9 @@ def measured(runs: list[str] | None, db: str | None, region: str | None) -> pd.D
 
     conn = open_store(store_url(db), create=False)
     try:
-        return store_rows(conn, Filters())
+        rows = store_rows(conn, Filters(workloads=(workload,) if workload else ()))
+        # none of that workload: every row, so that advise names the workloads there are
+        return store_rows(conn, Filters()) if rows.empty and workload else rows
     finally:
         conn.close()
 

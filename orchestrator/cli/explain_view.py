@@ -34,7 +34,7 @@ def explain_command(
     from orchestrator.cli.advise_view import measured
     from orchestrator.report.explain import explain
 
-    found = explain(measured(runs, db, region), workload)
+    found = explain(measured(runs, db, region, workload), workload)
     if as_json:
         sys.stdout.write(json.dumps({
             "workload": found.workload, "effects": [asdict(e) for e in found.effects],

@@ -83,6 +83,16 @@ class Connection:
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.postgres else sql
 
+    def json_number(self, column: str, key: str) -> str:
+        """SQL for the number under `key` of the JSON text in `column` (NULL where absent),
+        in this store's dialect: the database reads a record's field, not Python per row.
+        `key` is the code's own (a field name), never a user's text."""
+        if not key.isidentifier():
+            raise ValueError(f"not a field name: {key!r}")
+        if self.postgres:
+            return f"CAST(CAST({column} AS json) ->> '{key}' AS DOUBLE PRECISION)"
+        return f"json_extract({column}, '$.{key}')"
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.errors("read"), self._bounded():
             cursor = self.raw.cursor()
