@@ -125,7 +125,8 @@ def _selected(workload: list[str] | None, hardware: list[str] | None,
         if advised:
             from orchestrator.database.store_rows import store_rows
 
-            return Selected(samples, pd.DataFrame(), whole, store_rows(conn, filters))
+            return Selected(samples, pd.DataFrame(), whole,
+                            store_rows(conn, filters, samples))
         runs = (with_match_ids(judged_runs(conn, per_run(samples))) if not samples.empty
                 else pd.DataFrame())
         return Selected(samples, runs, whole)

@@ -32,7 +32,8 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
     before anything is written."""
     from orchestrator.dashboard.data import site_data
     from orchestrator.dashboard.pages import write_site
-    from orchestrator.database.history import Filters
+    from orchestrator.database.history import Filters, per_run, repeats
+    from orchestrator.database.judging import judged_runs
     from orchestrator.database.schema import open_store
     from orchestrator.database.store_rows import store_rows
     from orchestrator.database.url import store_url
@@ -42,9 +43,13 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
     url = store_url(db)
     conn = open_store(url, create=False)
     try:
-        # the store as `matrix advise --db` reads it: the best choices and the job's answer
-        stored = store_rows(conn, Filters())
-        data = site_data(conn, url.shown, stored)
+        # the store as `matrix advise --db` reads it: the best choices and the job's answer;
+        # its repeats and judged runs read once, for those and for the pages' rows
+        samples = repeats(conn, Filters())
+        runs = judged_runs(conn, per_run(samples)) if not samples.empty else None
+        stored = store_rows(conn, Filters(), samples, runs)
+        data = site_data(conn, url.shown, stored,
+                         (samples, runs) if runs is not None else None)
         answered = (_answer(stored, job), job) if job is not None else None
     finally:
         conn.close()

@@ -58,17 +58,20 @@ class SiteData:
                        *(self.whole["workload"] if not self.whole.empty else ())})
 
 
-def site_data(db: Connection, shown: str, advised: pd.DataFrame | None = None) -> SiteData:
+def site_data(db: Connection, shown: str, advised: pd.DataFrame | None = None,
+              read: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> SiteData:
     """Everything the site shows; rows of every run, each configuration's latest marked.
-    `advised`: the store's rows as advise reads them (store_rows), where already read."""
-    samples = repeats(db, Filters())
+    `advised`: the store's rows as advise reads them (store_rows), and `read`: the repeats
+    and their judged runs they were made from, where already read (build.py)."""
+    samples = repeats(db, Filters()) if read is None else read[0]
     runs = _runs(db)
     whole = whole_per_run(db, whole_repeats(db, Filters()))
     if samples.empty:
         import pandas as pd
 
         return SiteData(store=shown, rows=pd.DataFrame(), runs=runs, whole=whole)
-    rows = judged_runs(db, per_run(samples))  # as the report judges: never a stored verdict
+    # as the report judges: never a stored verdict
+    rows = judged_runs(db, per_run(samples)) if read is None else read[1].copy()
     provenance = _provenance(db, set(rows["attempt_id"]))
     reasons = _reasons(db)
     rows["provenance"] = [_shown(provenance.get(a)) for a in rows["attempt_id"]]

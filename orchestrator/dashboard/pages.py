@@ -9,7 +9,6 @@ import html
 import json
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,10 +193,13 @@ def _page(path: Path, title: str, data: SiteData, workloads: list[str],
 
 
 def _table_json(table: Table, up: str) -> dict[str, Any]:
-    found = asdict(table)
-    for row in found["rows"]:
-        row["links"] = {k: up + v for k, v in row["links"].items()}
-    return found
+    """The table as its script reads it, links made relative to the page. Built field by
+    field: dataclasses.asdict deep-copies every cell, 2.4 s of a 100-run site."""
+    return {"id": table.id, "caption": table.caption,
+            "columns": [vars(column) for column in table.columns],
+            "rows": [{"cells": row.cells, "flagged": row.flagged,
+                      "links": {k: up + v for k, v in row.links.items()}}
+                     for row in table.rows]}
 
 
 # Characters JSON may hold raw that HTML reads inside a <script> element ("</script>",

@@ -26,10 +26,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.url import StoreURL
 from orchestrator.errors import MatrixError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_LOCK = 0x6D62  # PostgreSQL advisory lock key held while the schema is created or migrated
 SQLITE_BUSY_SLICE_S = 0.25  # one busy wait of SQLite's, which no signal interrupts
@@ -82,6 +85,18 @@ class Connection:
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.postgres else sql
+
+    def frame(self, sql: str, params: Sequence[Any], columns: Sequence[str]) -> pd.DataFrame:
+        """The query's rows as a frame whose text columns hold Python strings (object), not
+        pandas' Arrow-backed default: the store's answers iterate, join and filter them by
+        the thousand, and Arrow's per-value access cost the dashboard seconds at 50,000
+        rows."""
+        import pandas as pd
+
+        found = pd.DataFrame(self.query(sql, params), columns=list(columns))
+        text = [c for c in found.columns if pd.api.types.is_string_dtype(found[c].dtype)
+                and not pd.api.types.is_object_dtype(found[c].dtype)]
+        return found.astype({c: object for c in text}) if text else found
 
     def json_number(self, column: str, key: str) -> str:
         """SQL for the number under `key` of the JSON text in `column` (NULL where absent),

@@ -103,11 +103,9 @@ def repeats(db: Connection, filters: Filters) -> pd.DataFrame:
 
 def final_attempts(db: Connection, filters: Filters) -> pd.DataFrame:
     """Each cell's final attempt in each run the filters select (ATTEMPT_COLUMNS)."""
-    import pandas as pd
 
     where, params = filters.where()
-    attempts = pd.DataFrame(db.query(ATTEMPTS.format(where=where), params),
-                            columns=ATTEMPT_COLUMNS)
+    attempts = db.frame(ATTEMPTS.format(where=where), params, ATTEMPT_COLUMNS)
     return attempts.sort_values(["started_at", "attempt"], kind="stable").drop_duplicates(
         ["run_key", "cell_id"], keep="last")
 
@@ -120,10 +118,10 @@ def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataF
     if found.empty:
         return pd.DataFrame()
     where, params = filters.where()
-    runs = pd.DataFrame(db.query("SELECT run_key, run, location FROM runs"),
-                        columns=["run_key", "run", "location"]).set_index("run_key")
-    configs = pd.DataFrame(db.query(CONFIGS.format(where=where), params),
-                           columns=["config_id", "workload", "hardware", "stack", "params"])
+    runs = db.frame("SELECT run_key, run, location FROM runs", (),
+                    ["run_key", "run", "location"]).set_index("run_key")
+    configs = db.frame(CONFIGS.format(where=where), params,
+                       ["config_id", "workload", "hardware", "stack", "params"])
     configs["label"] = [label(*row) for row in configs[["hardware", "stack", "params"]]
                         .itertuples(index=False)]
     return found.join(runs, on="run_key").join(
