@@ -7,7 +7,7 @@ chart point carries its tooltip lines: the row's figures and its provenance.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -138,8 +138,12 @@ class Settings:
 
     @classmethod
     def of(cls, rows: pd.DataFrame) -> Settings:
+        return cls.of_params(rows["params"])
+
+    @classmethod
+    def of_params(cls, texts: Iterable[str]) -> Settings:
         values: dict[str, set[str]] = {}
-        for params in rows["params"].unique():
+        for params in set(texts):
             for key, value in json.loads(params).items():
                 values.setdefault(key, set()).add(str(value))
         varying = tuple(sorted(k for k, v in values.items() if len(v) > 1))
@@ -173,9 +177,10 @@ def tips(row: dict[str, Any]) -> list[str]:
     return lines
 
 
-def workload_table(rows: pd.DataFrame, workload: str, named: Settings,
+def workload_table(rows: list[dict[str, Any]], workload: str, named: Settings,
                    caption: str = "every configuration in every run") -> Table:
-    """The workload's configurations in its runs (every one, or a run's), newest first."""
+    """The workload's configurations in its runs (every one, or a run's): `rows` as
+    records, newest first (a frame's to_dict per page cost seconds over 100 runs)."""
     columns = [Column("date", "date"), Column("run", "run", link=True),
                Column("hardware", "hardware"), Column("stack", "stack"),
                Column("settings", "settings"), Column("repeats", "n", numeric=True),
@@ -184,7 +189,7 @@ def workload_table(rows: pd.DataFrame, workload: str, named: Settings,
                Column("ceiling", "% of ceiling", True),
                Column("cost", "$ / M items", True), Column("flags", "flags")]
     found = []
-    for row in rows.sort_values("date", ascending=False, kind="stable").to_dict("records"):
+    for row in rows:
         found.append(Row(cells=[
             text(str(row["date"])[:16].replace("T", " ")), text(row["run"]),
             text(row["hardware"]), text(row["stack"]), text(named.of_row(row)),

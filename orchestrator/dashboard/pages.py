@@ -63,6 +63,8 @@ def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = N
     written = [_page(out / "index.html", "matrix-bench dashboard", data, workloads,
                      tables=overview, intro=_overview_intro(data), extra=_runs_table(data.runs))]
     run_dates = {run.key: run.date[:16].replace("T", " ") for run in data.runs}
+    newest_first = rows.sort_values("date", ascending=False, kind="stable").to_dict(
+        "records") if not rows.empty else []  # once: each page's table takes its share
     for workload in workloads:
         of, of_whole = _of_workload(rows, workload), _of_workload(whole, workload)
         both = [frame for frame in (of, of_whole) if not frame.empty]
@@ -78,7 +80,9 @@ def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = N
         written.append(_page(out / page_name(workload), f"{workload}", data, workloads,
                              lead="".join(made or _holder(table) for made, table in leads),
                              lead_tables=[table for _, table in leads],
-                             tables=[*([workload_table(of, workload, named)] if not of.empty
+                             tables=[*([workload_table([r for r in newest_first
+                                                        if r["workload"] == workload],
+                                                       workload, named)] if not of.empty
                                        else []),
                                      *([whole_table(of_whole, workload, named)]
                                        if not of_whole.empty else [])],
@@ -89,8 +93,11 @@ def write_site(data: SiteData, out: Path, job: tuple[Advice, JobSpec] | None = N
                                    "timed epochs; a script timed as a whole, by its wall time)."
                                    + (" Hover a point for its row's provenance." if not of.empty
                                       else "") + same))
+    of_runs: dict[str, list[dict[str, Any]]] = {}
+    for record in newest_first:
+        of_runs.setdefault(record["run_key"], []).append(record)
     for run in data.runs:
-        written.append(_run_page(out, run, data, workloads))
+        written.append(_run_page(out, run, data, workloads, of_runs.get(run.key, [])))
     return written
 
 
@@ -127,18 +134,20 @@ def _runs_table(runs: list[Run]) -> Table:
     return Table(id="runs", caption="runs", columns=columns, rows=rows)
 
 
-def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str]) -> Path:
-    """The run's rows in the store. Never a file from where the run was written: whoever
-    can import a run would choose what the team's site serves (scripts included), and a
-    link there would publish what it points at."""
+def _run_page(out: Path, run: Run, data: SiteData, workloads: list[str],
+              of: list[dict[str, Any]]) -> Path:
+    """The run's rows in the store (`of`: its records, newest first). Never a file from
+    where the run was written: whoever can import a run would choose what the team's site
+    serves (scripts included), and a link there would publish what it points at."""
     target = out / run.page
-    of, of_whole = _of_run(data.rows, run.key), _of_run(data.whole, run.key)
+    of_whole = _of_run(data.whole, run.key)
     tables = []
-    for workload in sorted({*of.get("workload", ()), *of_whole.get("workload", ())}):
-        mine, mine_whole = _of_workload(of, workload), _of_workload(of_whole, workload)
-        named = Settings.of(pd.concat([f[["params"]] for f in (mine, mine_whole)
-                                       if not f.empty]))
-        if not mine.empty:
+    for workload in sorted({*(r["workload"] for r in of), *of_whole.get("workload", ())}):
+        mine = [r for r in of if r["workload"] == workload]
+        mine_whole = _of_workload(of_whole, workload)
+        named = Settings.of_params([*(r["params"] for r in mine),
+                                    *mine_whole.get("params", ())])
+        if mine:
             tables.append(workload_table(mine, workload, named,
                                          caption="this run's configurations"))
         if not mine_whole.empty:
