@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: every workload on one GPU of a bare, offline node (no network, Docker or
-# Ray; one Python with a CUDA build of torch), in under 8 minutes, judging its own figures.
+# Ray; one Python with a CUDA build of torch), in under 5 minutes by its own estimate
+# (printed first), in phases, most important first, judging its own figures.
 #   bash bench/gpu/wheels.sh WHEELS --python 3.12   # where an index answers: a few MB
 #   bash bench/gpu/check.sh WHEELS OUT               # on the node
 #   bash bench/gpu/check.sh --cpu WHEELS OUT         # the same at tiny sizes on the CPU (CI)
@@ -59,16 +60,38 @@ say "timing probe: a block of steps by the harness's clock against CUDA events"
 "$python" "$repo/bench/gpu/probes.py" timing --mode "$mode" "$work/timing.json" 2>&1 | tee -a "$log"
 
 matrix="$repo/bench/gpu/$mode.yaml"  # gpu.yaml or cpu.yaml
-say "running $matrix serially (--no-ray), no results store"
+# The whole check's budget: a device command may run 600 s and the session's device time is
+# 15 minutes, its start included. MATRIX_BENCH_CHECK_BUDGET_S sets a shared CPU machine's.
+budget=300
+[[ $mode == cpu ]] && budget=${MATRIX_BENCH_CHECK_BUDGET_S:-180}
+"$python" "$repo/bench/gpu/estimate.py" "$matrix" --budget-s "$budget" \
+    --phases "$work/phases.tsv" 2>&1 | tee -a "$log"
+(( PIPESTATUS[0] == 0 )) || { say "the matrix could not be estimated (above)"; exit 2; }
+say "running $matrix serially (--no-ray), no results store, in phases, most important first"
 run_started=$SECONDS
-(cd "$work" && "$python" -m orchestrator.cli run "$matrix" --no-ray --db none -o "$work/run") \
-    2>&1 | tee -a "$log"
-say "the sweep took $((SECONDS - run_started)) s (exit ${PIPESTATUS[0]})"
+not_reached=()
+while IFS=$'\t' read -r phase estimate_s only_a only_b; do
+    left=$((budget - (SECONDS - started) - 30))  # 30 s kept for the report and summary
+    # on the GPU a phase starts only while its estimate fits; on the CPU while time is left
+    if (( left <= 0 )) || { [[ $mode == gpu ]] && (( estimate_s > left )); }; then
+        say "phase $phase (estimate ${estimate_s} s) not started: ${left} s of the budget left"
+        not_reached+=("$phase")
+        continue
+    fi
+    say "phase $phase (estimate ${estimate_s} s, ${left} s left)"
+    limit=()
+    [[ $mode == gpu ]] && limit=(timeout --signal=INT --kill-after=20 "$left")
+    (cd "$work" && "${limit[@]}" "$python" -m orchestrator.cli run "$matrix" --no-ray \
+        --db none -o "$work/run" "$only_a" ${only_b:+"$only_b"} </dev/null) 2>&1 | tee -a "$log"
+    say "phase $phase took $((SECONDS - run_started)) s so far (exit ${PIPESTATUS[0]})"
+done <"$work/phases.tsv"
+say "the sweep took $((SECONDS - run_started)) s; not reached: ${not_reached[*]:-none}"
 for file in results.jsonl results.parquet report.html; do
     cp "$work/run/$file" "$out/" 2>/dev/null || say "the run left no $file"
 done
 
 "$python" "$repo/bench/gpu/summary.py" "$work/run" "$out/summary.json" --mode "$mode" \
     --timing "$work/timing.json" --nvidia-smi "$out/nvidia-smi.txt" \
-    --elapsed-s "$((SECONDS - started))" 2>&1 | tee -a "$log"
+    --elapsed-s "$((SECONDS - started))" --budget-s "$budget" \
+    ${not_reached[@]:+--not-reached "${not_reached[@]}"} 2>&1 | tee -a "$log"
 exit "${PIPESTATUS[0]}"

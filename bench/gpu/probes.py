@@ -30,6 +30,7 @@ NEEDED = ("pydantic", "yaml", "typer", "rich", "psutil", "pandas", "pyarrow", "m
           "markdown_it", "numpy", "torch", "jax", "keras", "transformers", "accelerate")
 NEEDED_ON_GPU = ("pynvml",)
 VERSIONS = ("torch", "jax", "keras", "transformers", "pydantic")
+TYPING_EXTENSIONS = (4, 14)  # what the carried pydantic_core needs
 STEPS = 50
 BLOCK = 10
 SIZE = 8192
@@ -43,15 +44,35 @@ def imports(mode: str) -> int:
     for name in NEEDED + (NEEDED_ON_GPU if mode == "gpu" else ()):
         try:
             module = importlib.import_module(name)
-        except ImportError as exc:
-            missing.append(f"{name} ({exc})")
+        except Exception as exc:  # a broken install raises what it raises, never a traceback
+            missing.append(f"{name} ({type(exc).__name__}: {exc})")
             continue
         if name in VERSIONS:
             versions[name] = str(getattr(module, "__version__", "?"))
+    old = _older_typing_extensions()
+    if old:
+        missing.append(old)
     for line in missing:
         print(f"probes: missing {line}")
     print("probes: " + ", ".join(f"{name} {version}" for name, version in versions.items()))
     return 2 if missing else 0
+
+
+def _older_typing_extensions() -> str | None:
+    """Why the typing_extensions found is too old for the carried pydantic_core (it needs
+    4.14), or None: a node's older copy ahead of the carried one breaks pydantic at its
+    first model, after device time is spent."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("typing_extensions")
+    except PackageNotFoundError:
+        return "typing_extensions (not installed; wheels.sh carries it)"
+    parts = tuple(int(p) for p in found.split(".")[:2] if p.isdigit())
+    if parts < TYPING_EXTENSIONS:
+        return (f"typing_extensions >= {'.'.join(map(str, TYPING_EXTENSIONS))} (found "
+                f"{found}; carry it in the wheel folder: bench/gpu/wheels.sh does)")
+    return None
 
 
 def timing(mode: str, out: Path) -> int:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Gather, where a package index answers, exactly the wheels a GPU node lacks for the GPU
 # check (bench/gpu/check.sh): what needs.txt names, with its dependencies, resolved for
-# Linux x86-64 and the node's CPython, less every distribution node-packages.txt says the
-# node already has. A few MB; carry the folder to the node.
+# Linux x86-64 and the node's CPython, less every dependency node-packages.txt says the
+# node already has (what needs.txt names is always carried). A few MB; carry the folder.
 #   bash bench/gpu/wheels.sh DIR [--python 3.12]
 # pip answers from its configured index; PIP_NO_INDEX=1 with PIP_FIND_LINKS=FOLDER takes
 # the wheels from a folder instead (the CPU test does, offline).
@@ -35,11 +35,14 @@ echo "wheels.sh: resolving $(grep -v '^#' "$here/needs.txt" | xargs) for CPython
 
 mkdir -p "$dir"
 has=$(grep -v '^#' "$here/node-packages.txt")
+# what needs.txt names itself is carried even where the node has a copy: its floor may be
+# above the node's (typing_extensions for pydantic_core), and the carried one comes first
+named=$(grep -v '^#' "$here/needs.txt" | sed -E 's/[<>=!~; ].*//' | tr 'A-Z_.' 'a-z--')
 kept=()
 for wheel in "$resolved"/*.whl; do
     file=$(basename "$wheel")
     name=$(echo "${file%%-*}" | tr 'A-Z_.' 'a-z--')
-    if ! grep -qx "$name" <<<"$has"; then
+    if grep -qx "$name" <<<"$named" || ! grep -qx "$name" <<<"$has"; then
         cp "$wheel" "$dir/"
         kept+=("$file")
     fi
