@@ -362,7 +362,7 @@ def test_the_cpu_rehearsal_takes_the_paths_a_gpu_node_takes_first(tmp_path):
     assert gpt and all(p["compile"] is True and p["precision"] == "bf16" for p in gpt)
     assert {c.workload for c in cells if c.params.get("precision") == "bf16"} >= {
         "gpt_lm", "transformer_ft"}
-    printed, phases = estimate("cpu", tmp_path)
+    _, phases = estimate("cpu", tmp_path)
     assert phases[0][0] == "gpt_lm compiled"
 
 
