@@ -41,6 +41,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_threads import same_threads, thread_environment  # bench/ is no package
+
 PROJECT = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT / "bench" / "results" / "gpt_lm_vs_hf.json"
 # A GPT-2 small enough for two CPU cores, its shape GPT-2's.
@@ -86,6 +89,7 @@ timed = times[warmup:]
 # labels being shifted inside; one prediction in 256 is not a difference in work)
 tokens_trained = steps * p["batch_size"] * p["context"]
 print(json.dumps({"train_s": sum(timed), "tokens": tokens_trained,
+                  "threads": torch.get_num_threads(),
                   "params": sum(x.numel() for x in model.parameters()),
                   "torch": torch.__version__,
                   "transformers": __import__("transformers").__version__}))
@@ -97,8 +101,9 @@ def load_average() -> float:
         return float(handle.read().split()[0])
 
 
-def run_ours(warmup: int, steps: int) -> dict[str, Any]:
-    """`matrix run --no-ray` as a user runs it; the measurement record's figures."""
+def run_ours(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+    """`matrix run --no-ray` as a user runs it on `threads`; the measurement record's
+    figures and the threads the cell's provenance says it computed with."""
     import yaml
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -112,21 +117,24 @@ def run_ours(warmup: int, steps: int) -> dict[str, Any]:
         }, sort_keys=False))
         done = subprocess.run([str(Path(sys.executable).parent / "matrix"), "run",
                                str(matrix_file), "-o", str(Path(tmp) / "run"), "--no-ray"],
-                              cwd=PROJECT, capture_output=True, text=True)
+                              cwd=PROJECT, capture_output=True, text=True,
+                              env=thread_environment(threads))
         if done.returncode != 0:
             raise RuntimeError(f"matrix run failed: {done.stderr[-2000:]}")
         records = [json.loads(line) for line in
                    (Path(tmp) / "run" / "results.jsonl").read_text().splitlines()]
     (m,) = [r for r in records if r["record"] == "measurement"]
+    (provenance,) = [r for r in records if r["record"] == "provenance"]
     return {"train_s": m["train_s"], "tokens": m["items"],
-            "tokens_per_s": m["items"] / m["train_s"]}
+            "tokens_per_s": m["items"] / m["train_s"], "threads": provenance.get("cpu_threads")}
 
 
-def run_peer(warmup: int, steps: int) -> dict[str, Any]:
-    """The transformers model in a fresh child process, trained by the plain loop."""
+def run_peer(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+    """The transformers model in a fresh child process on `threads`, trained by the plain
+    loop; it reports the threads torch computed with."""
     done = subprocess.run([sys.executable, "-c", PEER, str(PROJECT), json.dumps(CONFIG),
                            str(warmup), str(steps)], capture_output=True, text=True,
-                          env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+                          env={**thread_environment(threads), "TRANSFORMERS_VERBOSITY": "error"})
     if done.returncode != 0:
         raise RuntimeError(f"peer failed: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -144,17 +152,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's threads on both sides, set and recorded")
     args = parser.parse_args()
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
     for round_index in range(args.rounds):
         order = ["ours", "peer"] if round_index % 2 == 0 else ["peer", "ours"]
         for side in order:
             before = load_average()
-            result = (run_ours if side == "ours" else run_peer)(args.warmup, args.steps)
+            result = (run_ours if side == "ours" else run_peer)(args.warmup, args.steps,
+                                                                 args.threads)
             runs[side].append({**result, "round": round_index, "load_before": before,
                                "load_after": load_average()})
             print(f"round {round_index} {side}: {result['tokens_per_s']:,.0f} tokens/s",
                   file=sys.stderr)
+    for mine, theirs in zip(runs["ours"], runs["peer"], strict=True):
+        same_threads(mine["threads"], theirs["threads"], args.threads)
     ours, peer = summary(runs["ours"]), summary(runs["peer"])
     import torch
     import transformers
@@ -165,6 +178,7 @@ def main() -> None:
                     "cpus": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__, "transformers": transformers.__version__},
         "config": CONFIG, "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds,
+        "threads": args.threads,
         "ours": ours, "peer": peer,
         "ratio_ours_over_peer": ours["tokens_per_s_median"] / peer["tokens_per_s_median"],
         "runs": runs,

@@ -21,6 +21,13 @@ first `warmup` are excluded; tokens are batch x context per step.
   Its figure is from the `time` it prints per iteration (`time.time()` at iteration
   boundaries, so its first iteration holds its first evaluation: excluded as warm-up).
 
+Both sides compute on `--threads` torch threads (default 1), set through OMP_NUM_THREADS and
+MKL_NUM_THREADS and read back on each side (ours: the cell's provenance `cpu_threads`; the
+peer: bench/peer_threads.py's launcher); a pair on other threads, or a peer run without its
+timed iterations, fails (peer_threads.UnfairPair). nanoGPT's timed iteration also samples
+its next batch and reads `loss.item()`, which ours does before its clock: on these sizes a
+batch of uint16 windows costs microseconds against steps of tens of milliseconds.
+
 Runs alternate in rounds whose order flips each round, so drift hits both sides alike;
 each run records the 1-minute load average. Reported per size: each side's median tokens/s
 over rounds and its spread, and ours / peer.
@@ -46,6 +53,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_threads import (  # bench/ is not a package: its folder is on the path
+    UnfairPair,
+    after_warmup,
+    peer_command,
+    peer_threads,
+    same_threads,
+    thread_environment,
+)
 
 PROJECT = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT / "bench" / "results" / "gpt_lm_vs_nanogpt.json"
@@ -78,8 +95,9 @@ def write_data(folder: Path, vocab: int) -> Path:
     return data / "train.bin"
 
 
-def run_ours(size: dict[str, int], data: Path, warmup: int, steps: int) -> dict[str, Any]:
-    """`matrix run --no-ray` of one gpt_lm cell on the file's windows."""
+def run_ours(size: dict[str, int], data: Path, warmup: int, steps: int,
+             threads: int) -> dict[str, Any]:
+    """`matrix run --no-ray` of one gpt_lm cell on the file's windows, on `threads`."""
     import yaml
 
     params = {**size, "max_context": size["context"], "precision": "fp32", "compile": False,
@@ -95,19 +113,23 @@ def run_ours(size: dict[str, int], data: Path, warmup: int, steps: int) -> dict[
         }, sort_keys=False))
         done = subprocess.run([str(Path(sys.executable).parent / "matrix"), "run",
                                str(matrix_file), "-o", str(Path(tmp) / "run"), "--no-ray",
-                               "--db", "none"], cwd=PROJECT, capture_output=True, text=True)
+                               "--db", "none"], cwd=PROJECT, capture_output=True, text=True,
+                              env=thread_environment(threads))
         if done.returncode != 0:
             raise RuntimeError(f"matrix run failed: {done.stderr[-2000:]}")
         records = [json.loads(line) for line in
                    (Path(tmp) / "run" / "results.jsonl").read_text().splitlines()]
     (measured,) = [r for r in records if r["record"] == "measurement"]
+    (provenance,) = [r for r in records if r["record"] == "provenance"]
     return {"train_s": measured["train_s"], "tokens": measured["items"],
-            "tokens_per_s": measured["items"] / measured["train_s"]}
+            "tokens_per_s": measured["items"] / measured["train_s"],
+            "threads": provenance.get("cpu_threads")}
 
 
 def run_peer(peer: Path, folder: Path, size: dict[str, int], warmup: int,
-             steps: int) -> dict[str, Any]:
-    """nanoGPT's train.py, unmodified, in `folder` (its data and the links it reads)."""
+             steps: int, threads: int) -> dict[str, Any]:
+    """nanoGPT's train.py, unmodified, in `folder` (its data and the links it reads), on
+    `threads` (peer_threads.peer_command sets and reads them back)."""
     for name in ("configurator.py", "model.py"):
         link = folder / name
         if not link.exists():
@@ -120,18 +142,19 @@ def run_peer(peer: Path, folder: Path, size: dict[str, int], warmup: int,
                "batch_size": size["batch_size"], "block_size": size["context"],
                "n_layer": size["n_layer"], "n_head": size["n_head"],
                "n_embd": size["d_model"]}
-    done = subprocess.run([sys.executable, str(peer / "train.py"),
-                           *(f"--{key}={value}" for key, value in options.items())],
-                          cwd=folder, capture_output=True, text=True)
+    done = subprocess.run(peer_command(peer / "train.py", [
+        f"--{key}={value}" for key, value in options.items()], threads),
+        cwd=folder, capture_output=True, text=True, env=thread_environment(threads))
     if done.returncode != 0:
         raise RuntimeError(f"nanoGPT's train.py failed: {done.stderr[-2000:]}")
     times = [float(match.group(2)) / 1000 for line in done.stdout.splitlines()
              if (match := ITERATION.match(line))]
     if len(times) != warmup + steps:
-        raise RuntimeError(f"train.py printed {len(times)} iterations, not {warmup + steps}")
-    timed = times[warmup:]
+        raise UnfairPair(f"train.py printed {len(times)} iterations, not {warmup + steps}")
+    timed = after_warmup(times, warmup, "nanoGPT's train.py")
     tokens = steps * size["batch_size"] * size["context"]
-    return {"train_s": sum(timed), "tokens": tokens, "tokens_per_s": tokens / sum(timed)}
+    return {"train_s": sum(timed), "tokens": tokens, "tokens_per_s": tokens / sum(timed),
+            "threads": peer_threads(done.stderr)}
 
 
 def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -148,6 +171,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's threads on both sides, set and recorded")
     args = parser.parse_args()
     if not (args.peer / "train.py").is_file():
         parser.error(f"{args.peer} holds no train.py: point --peer at a nanoGPT checkout")
@@ -161,12 +186,16 @@ def main() -> None:
                 order = ["ours", "peer"] if round_index % 2 == 0 else ["peer", "ours"]
                 for side in order:
                     before = load_average()
-                    result = (run_ours(size, data, args.warmup, args.steps) if side == "ours"
-                              else run_peer(args.peer, folder, size, args.warmup, args.steps))
+                    result = (run_ours(size, data, args.warmup, args.steps, args.threads)
+                              if side == "ours" else
+                              run_peer(args.peer, folder, size, args.warmup, args.steps,
+                                       args.threads))
                     runs[side].append({**result, "round": round_index,
                                        "load_before": before, "load_after": load_average()})
                     print(f"{name} round {round_index} {side}: "
                           f"{result['tokens_per_s']:,.0f} tokens/s", file=sys.stderr)
+        for mine, theirs in zip(runs["ours"], runs["peer"], strict=True):
+            same_threads(mine["threads"], theirs["threads"], args.threads)
         ours, peer = summary(runs["ours"]), summary(runs["peer"])
         results[name] = {"size": size, "ours": ours, "peer": peer, "runs": runs,
                          "ratio_ours_over_peer": ours["tokens_per_s_median"]
@@ -179,7 +208,8 @@ def main() -> None:
                     "cpus": os.cpu_count(), "python": platform.python_version(),
                     "torch": torch.__version__},
         "peer": {"checkout": str(args.peer), "commit": args.peer_commit},
-        "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds, "sizes": results,
+        "warmup": args.warmup, "steps": args.steps, "rounds": args.rounds,
+        "threads": args.threads, "sizes": results,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(record, indent=1) + "\n")

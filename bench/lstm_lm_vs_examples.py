@@ -3,7 +3,8 @@
 What is measured: training throughput (target words per second of timed training steps) of
 the same model and step on both sides, at a CPU-sized configuration: WikiText-2, a 1-layer
 LSTM with emb = hidden = 256, untied, dropout 0.2, batch 32, seq_len (bptt) 35, fp32,
-Adam-family optimizer with lr 2e-4, gradient-norm clipping at 0.25, torch's default threads.
+Adam-family optimizer with lr 2e-4, gradient-norm clipping at 0.25, the same `--threads` on
+both sides (default 1: OMP_NUM_THREADS and MKL_NUM_THREADS), each read back in its child.
 
 * ours: the real worker (`orchestrator.worker.main`) runs the real `workloads.lstm_lm`
   `run()` on a cell that the project's own matrix expansion built from a matrix file, and the
@@ -66,6 +67,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_threads import after_warmup, same_threads, thread_environment  # bench/ is no package
 
 PROJECT = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT / "bench" / "results" / "lstm_lm_vs_examples.json"
@@ -290,8 +294,8 @@ def peer_main(peer: Path, data_dir: Path) -> dict[str, Any]:
 def peer_main_rate(ms_per_batch: list[float]) -> dict[str, float]:
     """Words/s from the median ms/batch of main.py's log intervals after the first."""
     words = CONFIG["seq_len"] * CONFIG["batch"]
-    return {"words_per_s_median_after_first_interval":
-            words / (statistics.median(ms_per_batch[1:]) / 1000)}
+    timed = after_warmup(ms_per_batch, 1, "main.py")  # the first holds its start-up
+    return {"words_per_s_median_after_first_interval": words / (statistics.median(timed) / 1000)}
 
 
 # --------------------------------------------------------------------------- driver
@@ -353,7 +357,8 @@ def run_child(side: str, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", side,
                "--warmup", str(args.warmup), "--steps", str(args.steps),
                "--peer", str(args.peer), "--data", str(args.data)]
-    env = dict(os.environ, MATRIX_BENCH_DATA=str(args.data), PYTHONPATH=str(PROJECT))
+    env = dict(thread_environment(args.threads), MATRIX_BENCH_DATA=str(args.data),
+               PYTHONPATH=str(PROJECT))
     done = subprocess.run(command, check=True, cwd=PROJECT, env=env, capture_output=True,
                           text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -400,6 +405,8 @@ def one_round(number: int, args: argparse.Namespace) -> dict[str, Any]:
                               "idle_share_before": wait_for_idle(args.max_wait_s)}
     for side in order:
         result[side] = measured(lambda side=side: run_child(side, args))
+    same_threads(result["ours"].get("threads"), result["theirs"].get("threads"),
+                 args.threads)  # each child read its own back
     result["ratio"] = result["ours"]["items_per_s"] / result["theirs"]["items_per_s"]
     result["disturbed"] = result["ours"]["disturbed"] or result["theirs"]["disturbed"]
     result["load_after"] = load_average()
@@ -482,6 +489,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "fetched and sha256-checked there if missing)")
     parser.add_argument("--rounds", type=int, default=6,
                         help="undisturbed rounds wanted (at most twice as many are run)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's threads on both sides, set and recorded")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--max-wait-s", type=float, default=1200.0)

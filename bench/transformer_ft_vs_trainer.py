@@ -57,6 +57,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_threads import same_threads, thread_environment  # bench/ is no package
+
 PROJECT = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT / "bench" / "results" / "transformer_ft_vs_trainer.json"
 # The seed's settings (workloads/transformer_ft/defaults.yaml) written out, so both sides
@@ -109,14 +112,16 @@ def matrix_yaml(warmup: int, steps: int) -> str:
     }, sort_keys=False)
 
 
-def run_ours(warmup: int, steps: int) -> dict[str, Any]:
-    """`matrix run --no-ray` as a user runs it; the measurement record's timing fields."""
+def run_ours(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+    """`matrix run --no-ray` as a user runs it on `threads`; the measurement record's timing
+    fields and the threads its provenance says the cell computed with."""
     with tempfile.TemporaryDirectory() as tmp:
         matrix_file = Path(tmp) / "matrix.yaml"
         matrix_file.write_text(matrix_yaml(warmup, steps))
         command = [str(Path(sys.executable).parent / "matrix"), "run", str(matrix_file),
                    "-o", str(Path(tmp) / "run"), "--no-ray"]
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the user's venv
+        env = {k: v for k, v in thread_environment(threads).items()
+               if k != "PYTHONPATH"}  # the user's venv
         done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"matrix run failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -127,7 +132,9 @@ def run_ours(warmup: int, steps: int) -> dict[str, Any]:
     if len(measurements) != 1:
         raise RuntimeError(f"matrix run gave no single measurement: {records}")
     m = measurements[0]
+    provenance = [r for r in records if r["record"] == "provenance"]
     return {"status": cells[0]["status"] if cells else None,
+            "threads": provenance[0].get("cpu_threads") if provenance else None,
             "train_s": m["train_s"], "steps": m["steps"], "warmup_steps": m["warmup_steps"],
             "warmup_s": m["warmup_s"], "items": m["items"], "step_s_median": m["step_s_median"],
             "samples_per_s": m["items"] / m["train_s"],
@@ -209,18 +216,21 @@ def child_trainer(warmup: int, steps: int) -> dict[str, Any]:
             "trainer_train_samples_per_second": output.metrics.get("train_samples_per_second"),
             "trainer_train_runtime": output.metrics.get("train_runtime"),
             "train_call_wall_s": wall, "step_s_all": step_s,
+            "threads": torch.get_num_threads(),
             "attention": model.config._attn_implementation,
             "optimizer": type(trainer.optimizer.optimizer
                               if hasattr(trainer.optimizer, "optimizer")
                               else trainer.optimizer).__name__}
 
 
-def run_trainer(warmup: int, steps: int) -> dict[str, Any]:
-    """The Trainer side in a fresh process; its last stdout line is its result as JSON."""
+def run_trainer(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+    """The Trainer side in a fresh process on `threads`; its last stdout line is its result
+    as JSON, with the threads torch computed with there."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child",
                "--warmup", str(warmup), "--steps", str(steps)]
     extra = os.environ.get("PYTHONPATH", "")  # where accelerate is, if not in the venv
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT), extra])))
+    env = dict(thread_environment(threads),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT), extra])))
     done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"Trainer child failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -243,7 +253,7 @@ def machine() -> dict[str, Any]:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-def one_round(number: int, warmup: int, steps: int) -> dict[str, Any]:
+def one_round(number: int, warmup: int, steps: int, threads: int) -> dict[str, Any]:
     """Both sides once: ours first in odd rounds, the Trainer first in even ones."""
     order = ("ours", "trainer") if number % 2 == 1 else ("trainer", "ours")
     runners = {"ours": run_ours, "trainer": run_trainer}
@@ -251,9 +261,10 @@ def one_round(number: int, warmup: int, steps: int) -> dict[str, Any]:
     for side in order:
         before = load_average()
         wall = time.monotonic()
-        result[side] = runners[side](warmup, steps)
+        result[side] = runners[side](warmup, steps, threads)
         result[side] |= {"load_before": before, "load_after": load_average(),
                          "run_wall_s": time.monotonic() - wall}
+    same_threads(result["ours"]["threads"], result["trainer"]["threads"], threads)
     result["ratio"] = result["ours"]["samples_per_s"] / result["trainer"]["samples_per_s"]
     print(f"round {number} ({' then '.join(order)}): ours "
           f"{result['ours']['samples_per_s']:.3f}, Trainer "
@@ -281,7 +292,8 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     """Wait for a quiet machine, run the rounds, return everything for the results file."""
     started = dt.datetime.now(dt.UTC)
     quiet = wait_for_quiet(args.max_wait_s)
-    rounds = [one_round(n, args.warmup, args.steps) for n in range(1, args.rounds + 1)]
+    rounds = [one_round(n, args.warmup, args.steps, args.threads)
+              for n in range(1, args.rounds + 1)]
     return {"benchmark": "transformer_ft vs transformers.Trainer, training samples/s (CPU)",
             "started_at": started.isoformat(timespec="seconds"),
             "ended_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -308,6 +320,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's threads on both sides, set and recorded")
     parser.add_argument("--max-wait-s", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
