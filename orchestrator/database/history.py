@@ -142,7 +142,10 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     grouped = samples.groupby(["config_id", "run_key"], sort=False)
     runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
                     "item_unit", "price_per_hour_usd", "attempt_id"]].first()
-    runs["date"] = grouped["started_at"].min()
+    # the earliest start as Arrow text: min over Python strings falls back to a loop per
+    # group (0.3 s over 5,000 configurations-in-runs)
+    runs["date"] = samples["started_at"].astype("str").groupby(
+        [samples["config_id"], samples["run_key"]], sort=False).min()
     runs["repeats"] = grouped.size()
     runs["items_per_s"] = grouped["items_per_s"].median()
     runs["lowest"] = grouped["items_per_s"].min()
