@@ -102,10 +102,15 @@ class Connection:
         """SQL for the number under `key` of the JSON text in `column` (NULL where absent),
         in this store's dialect: the database reads a record's field, not Python per row.
         `key` is the code's own (a field name), never a user's text."""
+        text = self.json_text(column, key)
+        return f"CAST({text} AS DOUBLE PRECISION)" if self.postgres else text
+
+    def json_text(self, column: str, key: str) -> str:
+        """SQL for the text (a number: as json_number) under `key` of the JSON in `column`."""
         if not key.isidentifier():
             raise ValueError(f"not a field name: {key!r}")
         if self.postgres:
-            return f"CAST(CAST({column} AS json) ->> '{key}' AS DOUBLE PRECISION)"
+            return f"(CAST({column} AS json) ->> '{key}')"
         return f"json_extract({column}, '$.{key}')"
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
