@@ -227,3 +227,44 @@ def test_history_judges_each_run_by_its_own_records_as_its_report_does(run_dir, 
             assert set(judged) == {""}
         else:  # each epoch's row by its own figure: the same reasons, their own factors
             assert all(part in text for text in judged for part in GPT_REASONS), judged
+
+
+def run_pages(site: Path) -> dict[str, list[dict]]:
+    """run name -> its run page's rows (the cells, flagged or not), as the page's script
+    reads them from its JSON."""
+    import re
+
+    pages = {}
+    for page in (site / "runs").glob("*.html"):
+        text = page.read_text()
+        data = json.loads(re.search(r'<script id="page-data" type="application/json">(.*?)'
+                                    r"</script>", text, re.S).group(1))
+        name = re.search(r"<title>[^<]*run (\S+?)[ <]", text).group(1)
+        pages[name] = [row for table in data["tables"] for row in table["rows"]]
+    return pages
+
+
+@pytest.mark.parametrize("started", ["2026-11-21T01:00:00+00:00", "2026-11-19T01:00:00+00:00"])
+def test_the_dashboard_judges_each_run_by_its_own_records_as_its_report_does(run_dir,
+                                                                             tmp_path, started):
+    """The run page said "judged as its report judges them" beside a row flagged for the
+    count another run recorded; the run that recorded it must keep its reason."""
+    rerun = honest_rerun(run_dir, tmp_path, started)
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    for run in (run_dir, rerun):
+        done = run_cli("db", "import", str(run), "--db", url, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    done = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pages = run_pages(tmp_path / "site")
+    assert set(pages) == {"impossible", "honest"}, set(pages)
+    # a cell is [as shown, as sorted]; the configuration's row is the one on "h100"
+    of_h100 = {name: [row for row in rows if ["h100", "h100"] in row["cells"]]
+               for name, rows in pages.items()}
+    (honest,) = of_h100["honest"]
+    assert not honest["flagged"], honest
+    assert not any("implausible" in str(cell) for cell in honest["cells"]), honest
+    (impossible,) = of_h100["impossible"]
+    assert impossible["flagged"], impossible
+    said = " ".join(str(cell) for cell in impossible["cells"])
+    assert all(part in said for part in GPT_REASONS), said
