@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.errors import MatrixError
 from orchestrator.hardware.peaks import Peak, datasheet_peak, gpu_memory_gb, peak_gap
-from orchestrator.registry.providers import Provider, providers
 from orchestrator.report.ceilings import (
     BELOW_DATASHEET,
     CEILING_TOLERANCE,
@@ -41,6 +40,8 @@ from orchestrator.workload_scope import reported
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from orchestrator.registry.providers import Provider
 
 T = TypeVar("T")
 
@@ -108,16 +109,23 @@ def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame
     # the suspects as plain dicts, and their verdicts set at once: a row at a time through
     # df.loc and df.at cost a store of many implausible rows seconds
     read = [c for c in VERDICT_COLUMNS if c in df]
-    walked = [_row_verdict(row) for row in df.loc[suspects, read].to_dict("records")]
+    found = df.loc[suspects, read].to_dict("records")
+    # an instance type's memory asked of the providers once, not once per row (they are
+    # loaded again on each ask: 0.17 s over 2,000 suspect rows)
+    hosts = {name: host_memory_gib(name) for name in {row.get("instance_type") for row in found}
+             if isinstance(name, str)}
+    walked = [_row_verdict(row, hosts) for row in found]
     if walked:
         df.loc[suspects, "flags"] = [flags for flags, _ in walked]
         df.loc[suspects, "judgement"] = [judgement for _, judgement in walked]
     return df
 
 
-def _row_verdict(row: dict[str, Any]) -> tuple[str, str]:
-    """A suspect row's flags and judgement (the reasons; "" where no bound caught it)."""
-    verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory_verdicts(row)
+def _row_verdict(row: dict[str, Any], hosts: dict[str, float | None]) -> tuple[str, str]:
+    """A suspect row's flags and judgement (the reasons; "" where no bound caught it);
+    `hosts`: each instance type's memory in GiB (host_memory_gib)."""
+    memory = memory_verdicts(row, hosts.get(str(row.get("instance_type"))))
+    verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory
     ceiling = ceiling_verdicts({**row, "_precision": precision_of(row)})
     flags = [f for f in str(row.get("flags") or "").split(",") if f]
     stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row.get("peak_flops"))
@@ -316,8 +324,9 @@ def scaling_verdicts(row: Any) -> list[Verdict]:
                     float(efficiency))]
 
 
-def memory_verdicts(row: Any) -> list[Verdict]:
-    """A memory peak above what the device holds."""
+def memory_verdicts(row: Any, memory: float | None) -> list[Verdict]:
+    """A memory peak above what the device holds; `memory`: the GiB of the row's instance
+    type (host_memory_gib), None where unknown."""
     verdicts = []
     capacity = gpu_memory_bytes(row.get("gpu_model"))
     used = row.get("mem_alloc_peak_bytes")
@@ -326,7 +335,6 @@ def memory_verdicts(row: Any) -> list[Verdict]:
             f"implausible: {used / GIB:,.1f} GiB of GPU memory on a {row['gpu_model']} that "
             f"holds {capacity / GIB:,.0f} GiB ({used / capacity:.1f}x)", used / capacity))
     instance = row.get("instance_type")
-    memory = host_memory_gib(instance)
     rss = row.get("host_rss_peak_bytes")
     if memory and present(rss) and rss > memory * GIB:
         factor = rss / (memory * GIB)
@@ -351,6 +359,9 @@ def host_gpus(instance_type: object) -> int | None:
 def _catalogued(instance_type: object, ask: Callable[[Provider, str], T | None]) -> T | None:
     """The first answer a provider's catalogue gives for `instance_type`. A row does not
     name its hardware's kind, so each provider is asked."""
+    from orchestrator.registry.providers import providers  # their settings' models: 0.1 s
+    # to import, which a store without an instance type never needs
+
     if not isinstance(instance_type, str) or not instance_type:
         return None
     for provider in providers():
