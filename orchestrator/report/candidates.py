@@ -16,6 +16,7 @@ ids differ); their labels name the version where they would otherwise read alike
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -55,12 +56,13 @@ def candidates(ok: pd.DataFrame, include_flagged: bool = False) -> Candidates:
     usable = ok[~ok["cell_id"].isin(impossible)]
     clean = usable[~usable["cell_id"].isin(flagged)]
     kept, guess = clean, None
-    flagged_out = _set_aside(ok, clean, labels)[0]
+    set_aside = _set_aside(ok, clean, labels)
+    flagged_out = set_aside[0]
     if include_flagged or (clean.empty and not usable.empty):
         kept = usable
         if not include_flagged:
             guess = _guess(flagged_out)
-    left_out, dropped = _set_aside(ok, kept, labels)
+    left_out, dropped = set_aside if kept is clean else _set_aside(ok, kept, labels)
     beside = {} if kept is clean else {
         str(c): _union(by_cell[list(dict.fromkeys(g["cell_id"]))])
         for c, g in kept.groupby("config_id", sort=False)}
@@ -69,39 +71,70 @@ def candidates(ok: pd.DataFrame, include_flagged: bool = False) -> Candidates:
 
 
 def _flags_by_cell(ok: pd.DataFrame) -> pd.Series:
-    """cell_id -> the union of its rows' flags, "," joined ("" for none)."""
+    """cell_id -> the union of its rows' flags, "," joined ("" for none). A cell's epochs
+    share their flags: each distinct (cell, flags) pair is read once, not every row."""
     import pandas as pd
 
-    found: dict[str, set[str]] = {}
-    for cell, text in zip(ok["cell_id"].tolist(), ok["flags"].fillna("").astype(str).tolist(),
-                          strict=True):
-        found.setdefault(cell, set()).update(f for f in text.split(",") if f)
-    return pd.Series({cell: ",".join(sorted(f)) for cell, f in found.items()}, dtype=object)
+    pairs = pd.DataFrame({"cell_id": ok["cell_id"].to_numpy(dtype=object),
+                          "flags": ok["flags"].fillna("").astype(str).to_numpy(dtype=object)}
+                         ).drop_duplicates()
+    # a text's flags sorted once; only a cell whose rows differ is joined in Python
+    tidy = {text: _union([text]) for text in set(pairs["flags"].tolist())}
+    several = pairs["cell_id"].duplicated(keep=False)
+    found = pd.Series(pairs["flags"].map(tidy).to_numpy(), index=pairs["cell_id"].to_numpy(),
+                      dtype=object)[~several.to_numpy()]
+    if several.any():
+        mixed = pairs[several]
+        found = pd.concat([found, mixed["flags"].groupby(mixed["cell_id"].to_numpy(),
+                                                         sort=False).agg(_union)])
+    return found.reindex(pairs["cell_id"].drop_duplicates().to_numpy())  # first rows' order
 
 
-def _union(flags: pd.Series) -> str:
+def _union(flags: Iterable[object]) -> str:
     return ",".join(sorted({f for text in flags for f in str(text).split(",") if f}))
 
 
 def _set_aside(ok: pd.DataFrame, kept: pd.DataFrame, labels: dict[str, str]
                ) -> tuple[dict[str, str], dict[str, str]]:
     """(label -> why, for configurations with no repeat in `kept`; label -> the repeats
-    dropped and why, for those that stay with fewer)."""
+    dropped and why, for those that stay with fewer). Counted over each configuration's
+    distinct repeats at once, not a group of rows at a time."""
     left_out, dropped = {}, {}
     staying = set(kept["cell_id"].tolist())
-    for config, rows in ok.groupby("config_id", sort=True):
-        label = labels[str(config)]
-        repeats = list(dict.fromkeys(rows["cell_id"].tolist()))
-        gone = [c for c in repeats if c not in staying]
-        if not gone:
+    cells = ok[["config_id", "cell_id"]].drop_duplicates()
+    gone = ~cells["cell_id"].isin(staying)
+    if not gone.any():
+        return left_out, dropped
+    counts = gone.groupby(cells["config_id"], sort=True).agg(["size", "sum"])
+    whys = _why_by_config(ok[~ok["cell_id"].isin(staying)])
+    for config, repeats, lost in counts.itertuples():
+        if not lost:
             continue
-        why = why_flagged(rows[rows["cell_id"].isin(gone)])
-        if len(gone) == len(repeats):
+        label, why = labels[str(config)], whys[config]
+        if lost == repeats:
             left_out[label] = why
         else:
-            dropped[label] = (f"{len(gone)} of {len(repeats)} repeats dropped, "
-                              f"{len(repeats) - len(gone)} clean kept: {why}")
+            dropped[label] = (f"{lost} of {repeats} repeats dropped, "
+                              f"{repeats - lost} clean kept: {why}")
     return left_out, dropped
+
+
+def _why_by_config(rows: pd.DataFrame) -> dict[str, str]:
+    """config_id -> why_flagged of its rows in `rows`, for every configuration at once."""
+    import pandas as pd
+
+    configs = rows["config_id"].to_numpy()
+    found: dict[str, str] = {}
+    for column in ("judgement", "error"):
+        if column in rows:
+            present = rows[column].notna().to_numpy()
+            texts = rows[column][present].astype(str).to_numpy()
+            said = texts != ""
+            firsts = pd.Series(texts[said]).groupby(configs[present][said], sort=False).first()
+            found = {**firsts.to_dict(), **found}  # judgement's before error's
+    flags = rows["flags"].fillna("").groupby(configs, sort=False).unique()
+    return {**{config: "flagged " + ",".join(sorted(set(texts)))
+               for config, texts in flags.items()}, **found}
 
 
 def _conditions(ok: pd.DataFrame) -> dict[str, set[str]]:
@@ -109,7 +142,8 @@ def _conditions(ok: pd.DataFrame) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     if "run" not in ok:
         return found
-    for run, flags in zip(ok["run"].tolist(), ok["flags"].fillna("").astype(str).tolist(),
+    pairs = ok[["run", "flags"]].drop_duplicates()  # a run's rows share a few flag texts
+    for run, flags in zip(pairs["run"].tolist(), pairs["flags"].fillna("").astype(str).tolist(),
                           strict=True):
         for flag in flags.split(","):
             if flag in CONDITION_FLAGS:
