@@ -99,7 +99,8 @@ def _set_aside(ok: pd.DataFrame, kept: pd.DataFrame, labels: dict[str, str]
     """(label -> why, for configurations with no repeat in `kept`; label -> the repeats
     dropped and why, for those that stay with fewer). Counted over each configuration's
     distinct repeats at once, not a group of rows at a time."""
-    left_out, dropped = {}, {}
+    left_out: dict[str, str] = {}
+    dropped: dict[str, str] = {}
     staying = set(kept["cell_id"].tolist())
     cells = ok[["config_id", "cell_id"]].drop_duplicates()
     gone = ~cells["cell_id"].isin(staying)
