@@ -6,12 +6,12 @@ chart point carries its tooltip lines: the row's figures and its provenance.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.dashboard.data import page_name
+from orchestrator.dashboard.settings import Settings, params_of
 from orchestrator.report.markdown import (
     fmt_mib,
     fmt_pct,
@@ -126,37 +126,6 @@ def flags(row: dict[str, Any]) -> Cell:
     if len(named) < len(marks.split(",")):
         return [", ".join([*named, reason]), marks]
     return [f"{marks.replace(',', ', ')}: {reason}", marks]
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A workload's parameters: those that vary between its configurations name them; the
-    rest are said once (a label of every parameter is too long to read on a chart)."""
-
-    varying: tuple[str, ...]
-    constant: str  # "dataset=synthetic hidden=64 ..."
-
-    @classmethod
-    def of(cls, rows: pd.DataFrame) -> Settings:
-        return cls.of_params(rows["params"])
-
-    @classmethod
-    def of_params(cls, texts: Iterable[str]) -> Settings:
-        values: dict[str, set[str]] = {}
-        for params in set(texts):
-            for key, value in json.loads(params).items():
-                values.setdefault(key, set()).add(str(value))
-        varying = tuple(sorted(k for k, v in values.items() if len(v) > 1))
-        constant = " ".join(f"{k}={next(iter(v))}" for k, v in sorted(values.items())
-                            if k not in varying)
-        return cls(varying, constant)
-
-    def of_row(self, row: dict[str, Any]) -> str:
-        params = json.loads(row["params"])
-        return " ".join(f"{k}={params[k]}" for k in self.varying if k in params)
-
-    def label(self, row: dict[str, Any]) -> str:
-        return f"{row['hardware']}/{row['stack']} {self.of_row(row)}".strip()
 
 
 def tips(row: dict[str, Any]) -> list[str]:
@@ -346,7 +315,7 @@ def _scaling(records: list[dict[str, Any]], workload: str, unit: str,
     counting = _device_params(records, named)
     groups: dict[str, list[dict[str, Any]]] = {}
     for record in records:  # one line per device kind: CPUs never scale along GPUs
-        params = json.loads(record["params"])
+        params = params_of(record["params"])
         settings = " ".join(f"{k}={params[k]}" for k in named.varying
                             if k in params and k not in counting)
         name = (f"{record.get('machine') or record['hardware']}/{record['stack']} "
@@ -375,7 +344,7 @@ def _device_params(records: list[dict[str, Any]], named: Settings) -> set[str]:
     """The varying parameters that are the device count (nmt_dp's `workers`, a user's own):
     those whose value is the devices a row trained on, in every row."""
     return {k for k in named.varying
-            if records and all(str(json.loads(r["params"]).get(k)) == str(r["devices"])
+            if records and all(str(params_of(r["params"]).get(k)) == str(r["devices"])
                                for r in records)}
 
 

@@ -19,7 +19,6 @@ from orchestrator.dashboard.content import (
     Chart,
     Column,
     Row,
-    Settings,
     Table,
     choices_table,
     count,
@@ -32,6 +31,7 @@ from orchestrator.dashboard.content import (
 )
 from orchestrator.dashboard.data import Run, SiteData, page_name
 from orchestrator.dashboard.job_block import job_block
+from orchestrator.dashboard.settings import Settings
 from orchestrator.dashboard.vendor import chart_script
 from orchestrator.results.run_directory import atomic_write
 
