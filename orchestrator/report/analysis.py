@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.plan.repeats import settled
 from orchestrator.report.judge import devices_column
 from orchestrator.report.markdown import fmt, present
 from orchestrator.results.columns import param_columns, param_name
@@ -96,6 +95,10 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
 def is_noisy(spread: float, samples: int, cv: float | None, target: float | None) -> bool:
     """A configuration's figure moves from run to run: its samples spread over NOISY_SPREAD,
     or its repeats' CV is over the target the matrix set (adaptive repeats)."""
+    # imported here: the planner's modules (pydantic models of a matrix) cost every store
+    # answer a third of a second to import, for this one rule
+    from orchestrator.plan.repeats import settled
+
     return (spread > NOISY_SPREAD and samples > 1) or not settled(cv, target)
 
 
