@@ -46,8 +46,15 @@ class Settings:
         return cls(varying, constant)
 
     def of_row(self, row: dict[str, Any]) -> str:
-        params = params_of(row["params"])
-        return " ".join(f"{k}={params[k]}" for k in self.varying if k in params)
+        return _named(self.varying, row["params"])
 
     def label(self, row: dict[str, Any]) -> str:
         return f"{row['hardware']}/{row['stack']} {self.of_row(row)}".strip()
+
+
+@lru_cache(maxsize=4096)
+def _named(varying: tuple[str, ...], text: str) -> str:
+    """The varying parameters of a configuration's text, as its rows name them: once per
+    configuration, not once per row of every page."""
+    params = params_of(text)
+    return " ".join(f"{k}={params[k]}" for k in varying if k in params)
