@@ -15,9 +15,10 @@ came from to the process's `reported()` ones, which the report's modules ask.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from orchestrator.errors import MatrixError
 from orchestrator.results.columns import param_column
@@ -32,6 +33,9 @@ from orchestrator.workload_registry import (
     is_built_in,
     load_workload,
 )
+
+# a workload's checks.py `problem(params, gpus)`: (parameter, why) it refuses, or None
+ConfigurationCheck = Callable[[dict[str, Scalar], int], tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,16 @@ class Workloads:
                               gpus: int) -> tuple[str, str] | None:
         """(parameter, why) where workload `name`'s own `checks.py` refuses this
         configuration on hardware of `gpus` GPUs, else None (and for one without it)."""
+        check = self.configuration_check(name)
+        return None if check is None else check(params, gpus)
+
+    def configuration_check(self, name: str) -> ConfigurationCheck | None:
+        """Workload `name`'s own `checks.problem`, or None where it has none: for a caller
+        judging many configurations of one workload (a missing module is looked for anew
+        at each import, 1,000 times for a 1,000-configuration grid)."""
         package = self.importable(name)
         module = None if package is None else optional_module(f"{package}.checks")
-        if module is None:
-            return None
-        found: tuple[str, str] | None = module.problem(params, gpus)
-        return found
+        return None if module is None else cast(ConfigurationCheck, module.problem)
 
     def source(self, name: str) -> str:
         """Where workload `name` comes from: built-in, path <folder>, command, or package

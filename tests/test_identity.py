@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.plan.cells import expand
-from orchestrator.plan.identity import config_id_of
+from orchestrator.plan.cells import Cell, expand
+from orchestrator.plan.identity import cell_id_of, config_id_of, content_hash
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.validate import load_spec
 from orchestrator.workload_registry import load_workload
@@ -87,3 +87,21 @@ def test_a_parameter_added_later_moves_no_id_at_its_default():
 if __name__ == "__main__":  # regenerate the golden (read the module docstring first)
     GOLDEN.write_text(json.dumps({str(p.relative_to(PROJECT)): identities(p) for p in MATRICES},
                                  indent=1) + "\n")
+
+
+@pytest.mark.parametrize(("config_id", "repeat"), [
+    ("3fa2c1d0e9b87a65", 1), ("3fa2c1d0e9b87a65", 10_000), ('a"quote\\é', 2), ("x", True)])
+def test_a_cell_id_written_out_is_the_generic_hash_of_its_content(config_id, repeat):
+    # cell_id_of writes its canonical JSON by hand (a 10,000-cell grid hashes one per cell)
+    assert cell_id_of(config_id, repeat) == content_hash({"config_id": config_id,
+                                                          "repeat": repeat})
+
+
+def test_a_repeat_copied_from_the_first_is_the_cell_validation_makes():
+    # expansion validates a configuration's first cell and copies it for the other repeats
+    path = PROJECT / "tests" / "golden" / "identity_matrices"
+    spec = load_spec(next(p for p in sorted(path.glob("*.yaml"))))
+    cells = expand(spec.model_copy(update={"repeats": 3}))
+    assert {c.repeat for c in cells} == {1, 2, 3}
+    for cell in cells:
+        assert Cell.model_validate(cell.model_dump()) == cell

@@ -10,11 +10,13 @@ import itertools
 import math
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.errors import SpecWarning
-from orchestrator.plan.identity import cell_id_of, config_id_of
+from orchestrator.plan.identity import cell_id_of, config_hash, model_identity
 from orchestrator.plan.retry import outcome_inputs
 from orchestrator.spec.command_workloads import substitute
 from orchestrator.spec.loaded import remembered, workloads_of
@@ -150,14 +152,16 @@ def _expanded(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
     for rule in spec.include:
         for cell in _included(spec, rule):
             chosen[cell.cell_id] = (cell, None)  # include wins over exclude
-    return sorted(chosen.values(), key=lambda pair: _sort_key(pair[0]))
+    orders: dict[str, tuple[object, ...]] = {}
+    return sorted(chosen.values(), key=lambda pair: _sort_key(pair[0], orders))
 
 
 def _crossed(spec: MatrixSpec) -> Iterator[Cell]:
     """The cells of the cross product, before any rule."""
     for hardware, stack, entry in itertools.product(spec.hardware, spec.stacks, spec.workloads):
+        frame = _frame(spec, hardware, stack, entry)
         for params in _combinations(entry_grid(entry)):
-            yield from _cells(spec, hardware, stack, entry, params)
+            yield from _cells(frame, params)
 
 
 def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
@@ -167,8 +171,9 @@ def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
                                 for k, v in rule.params.items()}
     for hardware, stack in itertools.product(spec.hardware, spec.stacks):
         if _name_matches(rule.hardware, hardware.name) and _name_matches(rule.stack, stack.name):
+            frame = _frame(spec, hardware, stack, entry)
             for params in _combinations(grid):
-                yield from _cells(spec, hardware, stack, entry, params)
+                yield from _cells(frame, params)
 
 
 def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
@@ -222,28 +227,58 @@ def _combinations(grid: dict[str, list[Scalar]]) -> Iterator[dict[str, Scalar]]:
         yield dict(zip(keys, values, strict=True))
 
 
-def _cells(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEntry,
-           given: dict[str, Scalar]) -> Iterator[Cell]:
+@dataclass(frozen=True)
+class _Frame:
+    """What every configuration of one (hardware, stack, workload entry) shares, worked out
+    once rather than per configuration: a 10,000-cell grid has 1,000 configurations of one
+    such triple, each of which dumped both models and fingerprinted the same inputs."""
+
+    spec: MatrixSpec
+    hardware: Hardware
+    stack: Stack
+    entry: WorkloadEntry
+    info: WorkloadInfo
+    epochs: int
+    identities: tuple[dict[str, Any], dict[str, Any]]  # the hardware's and stack's
+    own: WorkloadInfo | None  # the declaration a cell carries: none for a built-in
+    module: str | None  # an installed package's workload's package
+    timeout_s: float
+    inputs: str
+
+
+def _frame(spec: MatrixSpec, hardware: Hardware, stack: Stack, entry: WorkloadEntry) -> _Frame:
     workloads = workloads_of(spec)
     info = workloads.load(entry.name)
-    params = info.resolve(given)
-    epochs = entry.epochs or info.epochs
-    config_id = config_id_of(hardware, stack, info, params, epochs, profile=entry.profile)
-    command = None if entry.command is None else substitute(entry.command, params, epochs)
-    own = None if workloads.source(info.name) == "built-in" else info
     timeout_s = entry.timeout_s or info.timeout_s
-    inputs = outcome_inputs(stack, timeout_s, entry.memory_limit_mb, spec.images.locks)
-    for repeat in range(1, spec.min_repeats + 1):
-        yield Cell(
-            run=spec.name, hardware=hardware, stack=stack, workload=info.name,
-            workload_version=info.version, item_unit=info.item_unit, params=params,
-            epochs=epochs, repeat=repeat,
-            timeout_s=timeout_s, memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
-            cell_id=cell_id_of(config_id, repeat), workload_dir=entry.path,
-            workload_module=workloads.package_module(info.name), command=command,
-            command_cwd=entry.cwd if command else None, workload_info=own,
-            profile=entry.profile, inputs=inputs,
-        )
+    return _Frame(
+        spec=spec, hardware=hardware, stack=stack, entry=entry, info=info,
+        epochs=entry.epochs or info.epochs,
+        identities=(model_identity(hardware), model_identity(stack)),
+        own=None if workloads.source(info.name) == "built-in" else info,
+        module=workloads.package_module(info.name), timeout_s=timeout_s,
+        inputs=outcome_inputs(stack, timeout_s, entry.memory_limit_mb, spec.images.locks))
+
+
+def _cells(frame: _Frame, given: dict[str, Scalar]) -> Iterator[Cell]:
+    """One configuration's cells, a cell per repeat: the first validated, the others its
+    copies with their own repeat and id (the same as validating each, at a fraction)."""
+    info, entry, epochs = frame.info, frame.entry, frame.epochs
+    params = info.resolve(given)
+    config_id = config_hash(*frame.identities, info, params, epochs, profile=entry.profile)
+    command = None if entry.command is None else substitute(entry.command, params, epochs)
+    first = Cell(
+        run=frame.spec.name, hardware=frame.hardware, stack=frame.stack, workload=info.name,
+        workload_version=info.version, item_unit=info.item_unit, params=params,
+        epochs=epochs, repeat=1, timeout_s=frame.timeout_s,
+        memory_limit_mb=entry.memory_limit_mb, config_id=config_id,
+        cell_id=cell_id_of(config_id, 1), workload_dir=entry.path,
+        workload_module=frame.module, command=command,
+        command_cwd=entry.cwd if command else None, workload_info=frame.own,
+        profile=entry.profile, inputs=frame.inputs,
+    )
+    yield first
+    for repeat in range(2, frame.spec.min_repeats + 1):
+        yield as_repeat(first, repeat)
 
 
 def _name_matches(wanted: str | list[str] | None, name: str) -> bool:
@@ -269,11 +304,17 @@ def _describe(rule: Rule) -> str:
     return "exclude rule (" + ", ".join(parts) + ")"
 
 
-def _sort_key(cell: Cell) -> tuple[object, ...]:
-    # Repeats outermost, so drift over a long sweep spreads over every configuration alike.
-    def orderable(value: Scalar) -> tuple[int, object, str]:
-        return (0, value, "") if isinstance(value, int | float) else (1, 0, str(value))
-
-    params = tuple((k, orderable(v)) for k, v in sorted(cell.params.items()))
+def _sort_key(cell: Cell, orders: dict[str, tuple[object, ...]]) -> tuple[object, ...]:
+    """Repeats outermost, so drift over a long sweep spreads over every configuration alike.
+    A configuration's parameters are ordered once (`orders`, by config_id, which hashes
+    them) for all its repeats."""
+    params = orders.get(cell.config_id)
+    if params is None:
+        params = orders[cell.config_id] = tuple(
+            (k, _orderable(v)) for k, v in sorted(cell.params.items()))
     return (cell.repeat, cell.hardware.name, cell.stack.name, cell.workload, params,
             cell.cell_id)
+
+
+def _orderable(value: Scalar) -> tuple[int, object, str]:
+    return (0, value, "") if isinstance(value, int | float) else (1, 0, str(value))

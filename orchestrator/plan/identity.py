@@ -99,9 +99,18 @@ def config_id_of(hardware: Hardware, stack: Stack, workload: WorkloadInfo,
     `in_identity`). A profiled cell (`profile: true`) times its last epoch under the
     profiler, so it is another configuration; an unprofiled one hashes exactly as before the
     option existed."""
+    return config_hash(model_identity(hardware), model_identity(stack), workload, params,
+                       epochs, profile)
+
+
+def config_hash(hardware: dict[str, Any], stack: dict[str, Any], workload: WorkloadInfo,
+                params: dict[str, Scalar], epochs: int, profile: bool = False) -> str:
+    """`config_id_of` from the hardware's and stack's `model_identity`, which a grid's
+    expansion takes once per (hardware, stack) rather than dumping both models for each of
+    its configurations."""
     content = {
-        "hardware": model_identity(hardware),
-        "stack": model_identity(stack),
+        "hardware": hardware,
+        "stack": stack,
         "workload": workload.name,
         "workload_version": workload.version,
         "params": params_identity(workload.params, params),
@@ -111,7 +120,13 @@ def config_id_of(hardware: Hardware, stack: Stack, workload: WorkloadInfo,
 
 
 def cell_id_of(config_id: str, repeat: int) -> str:
-    return content_hash({"config_id": config_id, "repeat": repeat})
+    """`content_hash({"config_id": config_id, "repeat": repeat})`, its canonical JSON
+    written out: a 10,000-cell grid hashes one per cell, and the generic encoder cost
+    most of that (tests/test_identity.py holds the two equal)."""
+    if type(repeat) is not int or type(config_id) is not str:  # the encoder's own spelling
+        return content_hash({"config_id": config_id, "repeat": repeat})
+    canonical = f'{{"config_id":{json.dumps(config_id)},"repeat":{repeat}}}'
+    return hashlib.sha256(canonical.encode()).hexdigest()[:ID_LENGTH]
 
 
 CODE_VERSION = re.compile(rf"(?P<declared>[^+]+)\+[0-9a-f]{{{HASH_LENGTH}}}")

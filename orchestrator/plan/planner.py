@@ -19,7 +19,7 @@ from orchestrator.plan.cells import Cell, declared, excluded, expand, incompatib
 from orchestrator.plan.repeats import extra_repeats
 from orchestrator.plan.retry import kept_reason
 from orchestrator.registry.providers import provider_for
-from orchestrator.results.records import CellRecord, Status
+from orchestrator.results.records import Status
 from orchestrator.results.run_directory import CellResult
 from orchestrator.spec.model import MatrixSpec
 
@@ -105,14 +105,22 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
         cells = sorted([*cells, *more], key=lambda c: c.repeat)  # stable: grid order kept
     to_run: list[Cell] = []
     skipped = [Skipped(cell, reason) for cell, reason in excluded(spec)]
+    fates: dict[str, str | None] = {}  # by config_id: _config_reason, once per configuration
+
+    def skip_reason(cell: Cell) -> str | None:
+        if cell.config_id not in fates:
+            fates[cell.config_id] = _config_reason(cell, local, selectors, cluster_hardware,
+                                                   launch)
+        return fates[cell.config_id] or kept_reason(cell.inputs, ended.get(cell.cell_id),
+                                                    retry)
+
     for cell in cells:
-        reason = _skip_reason(cell, local, selectors, cluster_hardware, ended, retry, launch)
+        reason = skip_reason(cell)
         if reason:
             skipped.append(Skipped(cell, reason))
         else:
             to_run.append(cell)
-    may_add = [c for c in later if not _skip_reason(c, local, selectors, cluster_hardware,
-                                                    ended, retry, launch)]
+    may_add = [c for c in later if not skip_reason(c)]
     walls = _walls_by_config(history)
     if earlier_walls is not None:  # the results store: earlier runs of the same configuration
         walls = {**earlier_walls({c.config_id for c in [*to_run, *may_add]} - set(walls)),
@@ -121,9 +129,10 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
     return Plan(to_run=to_run, skipped=skipped, estimate_s=estimate, may_add=may_add)
 
 
-def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
-                 cluster_hardware: set[str] | None, ended: Mapping[str, CellRecord],
-                 retry: frozenset[Status], launch: bool) -> str | None:
+def _config_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
+                   cluster_hardware: set[str] | None, launch: bool) -> str | None:
+    """Why every cell of `cell`'s configuration is skipped whatever its repeat (each is
+    judged by its hardware, stack, workload and parameters alone), or None."""
     if not all(s.matches(cell) for s in selectors):
         return "not selected (--only)"
     problem = incompatibility(cell)
@@ -135,7 +144,7 @@ def _skip_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
             return reason
     elif cell.hardware.name not in cluster_hardware:
         return f"no node of the cluster offers hw:{cell.hardware.name}"
-    return kept_reason(cell.inputs, ended.get(cell.cell_id), retry)
+    return None
 
 
 def _walls_by_config(history: list[CellResult]) -> dict[str, list[float]]:

@@ -105,7 +105,8 @@ class Provider(Protocol):
 
     def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
         """Why the plan cannot run `cell` of one of its kinds on its nodes, or None.
-        `launch`: whether the sweep may bring nodes up (not with --no-ray)."""
+        `launch`: whether the sweep may bring nodes up (not with --no-ray). Asked once per
+        configuration: the answer holds for each of its repeats."""
         ...
 
     def prices(self, spec: MatrixSpec, hardware: list[Hardware], warn: Say

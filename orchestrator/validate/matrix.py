@@ -77,12 +77,14 @@ def _check_configurations(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml)
     """Each configuration as its workload's own checks (checks.py) judge it: the first one
     refused is one line, at the parameter the matrix sets (or the workload's entry)."""
     seen: set[str] = set()
+    workloads = workloads_of(spec)
+    checks = {name: workloads.configuration_check(name) for name in {c.workload for c in cells}}
     for cell in cells:
-        if cell.config_id in seen:
+        check = checks[cell.workload]
+        if check is None or cell.config_id in seen:
             continue
         seen.add(cell.config_id)
-        found = workloads_of(spec).configuration_problem(cell.workload, cell.params,
-                                                         cell.hardware.gpus)
+        found = check(cell.params, cell.hardware.gpus)
         if found is not None:
             param, problem = found
             index = next(i for i, w in enumerate(spec.workloads) if w.name == cell.workload)
