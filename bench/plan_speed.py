@@ -3,8 +3,8 @@ them: `sleep` over a 10 x 10 x 10 parameter grid, 10 repeats, on this machine's 
 stack. Each command runs `--rounds` times in a fresh process, alternating with `matrix
 --help`, the floor every command pays (the interpreter and the CLI's imports); reported: the
 median wall time of each, its excess over the floor, and the 1-minute load average around
-the runs. Planning is arithmetic over the grid; issue 55 asks for each under 1 s above the
-floor.
+the runs, with the commit and the versions of the packages planning leans on. Planning is
+arithmetic over the grid; issue 55 asks for each under 1 s above the floor.
 
     .venv/bin/python bench/plan_speed.py [--rounds 5]
 """
@@ -44,6 +44,22 @@ def load_average() -> float:
         return float(handle.read().split()[0])
 
 
+def commit() -> str:
+    """The commit measured, `+dirty` where the work tree differs from it (what the bench
+    timed is then not quite that commit)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=PROJECT, capture_output=True,
+                              text=True).stdout.strip()
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if git(
+        "status", "--porcelain", "--untracked-files=no", "orchestrator") else "")
+
+
+def versions() -> dict[str, str]:
+    """The packages that planning's time depends on most (the models are pydantic's)."""
+    from importlib.metadata import version
+    return {name: version(name) for name in ("pydantic", "pydantic-core", "typer", "pyyaml")}
+
+
 def timed(command: list[str], cwd: Path) -> float:
     start = time.perf_counter()
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
@@ -72,6 +88,7 @@ def main() -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "python": platform.python_version()},
+        "commit": commit(), "versions": versions(),
         "cells": 10_000, "rounds": args.rounds, "load_average": loads,
         "median_s": {k: statistics.median(v) for k, v in times.items()}, "runs_s": times,
     }
