@@ -43,7 +43,9 @@ configuration on synthetic tokens of WikiText-2's vocabulary, sized to exactly
 `warmup + steps` windows, as a check that the wrapped worker measures what a user gets;
 (2) pytorch/examples' own `main.py`, unmodified, for a few log intervals, with the ms/batch it
 prints: the median of the intervals after the first (the first includes start-up batches
-and is listed but not used).
+and is listed but not used; a run that logged no interval after it fails). Both run on
+`--threads` too, read back (the cell's provenance; main.py through bench/peer_threads.py's
+launcher), and a run on other threads fails.
 
     MATRIX_BENCH_DATA=/work/shared/data .venv/bin/python bench/lstm_lm_vs_examples.py \\
         --peer /tmp/peer/word_language_model --peer-commit 77f55b9 [--rounds 6] [--steps 100]
@@ -69,7 +71,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peer_threads import after_warmup, same_threads, thread_environment  # bench/ is no package
+from peer_threads import (  # bench/ is no package: its folder is on the path
+    after_warmup,
+    peer_command,
+    peer_threads,
+    same_threads,
+    thread_environment,
+)
 
 PROJECT = Path(__file__).resolve().parent.parent
 RESULTS = PROJECT / "bench" / "results" / "lstm_lm_vs_examples.json"
@@ -126,8 +134,6 @@ def limit_windows(module: Any, train_windows: int) -> None:
 
 def child_ours(warmup: int, steps: int) -> dict[str, Any]:
     """The real worker on the real cell, training stopped after warmup + steps windows."""
-    import torch
-
     import workloads.lstm_lm.workload as workload
     from orchestrator.executors.outcome import cell_file_content
     from orchestrator.plan.cells import expand
@@ -149,7 +155,7 @@ def child_ours(warmup: int, steps: int) -> dict[str, Any]:
     (provenance,) = [r for r in records if r["record"] == "provenance"]
     fields = ("train_s", "items", "items_per_s", "steps", "warmup_steps", "warmup_s",
               "step_s_median", "step_s_p90")
-    return {**{k: measurement[k] for k in fields}, "threads": torch.get_num_threads(),
+    return {**{k: measurement[k] for k in fields}, "threads": provenance.get("cpu_threads"),
             "params": dict(cell.params), "data_sha256": provenance.get("data_sha256")}
 
 
@@ -246,39 +252,48 @@ def data_check(peer: Path, data_dir: Path) -> dict[str, Any]:
                                                CONFIG["seq_len"]))}
 
 
-def user_path(warmup: int, steps: int) -> dict[str, Any]:
-    """`matrix run --no-ray` as a user runs it, unpatched, on synthetic tokens."""
+def user_path(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+    """`matrix run --no-ray` as a user runs it, unpatched, on synthetic tokens, on
+    `threads` (the threads its provenance says the cell computed with are returned)."""
     with tempfile.TemporaryDirectory() as tmp:
         matrix_file = Path(tmp) / "matrix.yaml"
         matrix_file.write_text(matrix_yaml(warmup, "synthetic", steps))
         command = [str(Path(sys.executable).parent / "matrix"), "run", str(matrix_file),
                    "-o", str(Path(tmp) / "run"), "--no-ray"]
-        subprocess.run(command, check=True, cwd=PROJECT, capture_output=True)
+        subprocess.run(command, check=True, cwd=PROJECT, capture_output=True,
+                       env=thread_environment(threads))
         lines = (Path(tmp) / "run" / "results.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
     (measurement,) = [r for r in records if r["record"] == "measurement"]
     (cell,) = [r for r in records if r["record"] == "cell"]
+    (provenance,) = [r for r in records if r["record"] == "provenance"]
     fields = ("train_s", "items", "items_per_s", "steps", "warmup_steps", "step_s_median")
+    same_threads(provenance.get("cpu_threads"), threads, threads)
     return {"status": cell["status"], **{k: measurement[k] for k in fields},
+            "threads": provenance.get("cpu_threads"),
             "command": "matrix run FILE -o DIR --no-ray (dataset synthetic, vocab 33278)"}
 
 
-def peer_main(peer: Path, data_dir: Path) -> dict[str, Any]:
-    """Their main.py unmodified (AdamW path), stopped after PEER_LOG_LINES log lines."""
+def peer_main(peer: Path, data_dir: Path, threads: int) -> dict[str, Any]:
+    """Their main.py unmodified (AdamW path) on `threads` (peer_threads' launcher sets and
+    reads them back), stopped after PEER_LOG_LINES log lines."""
     c = CONFIG
     with tempfile.TemporaryDirectory() as tmp:
-        command = [sys.executable, "-u", "main.py", "--data", str(data_dir / "wikitext-2"),
+        options = ["--data", str(data_dir / "wikitext-2"),
                    "--model", "LSTM", "--emsize", str(c["emb"]), "--nhid", str(c["hidden"]),
                    "--nlayers", str(c["layers"]), "--batch_size", str(c["batch"]),
                    "--bptt", str(c["seq_len"]), "--dropout", str(c["dropout"]),
                    "--clip", str(c["clip"]), "--lr", str(c["lr"]), "--use-optimizer",
                    "--epochs", "1", "--log-interval", str(PEER_LOG_INTERVAL),
                    "--save", str(Path(tmp) / "model.pt")]
-        process = subprocess.Popen(command, cwd=peer, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(peer_command("main.py", options, threads), cwd=peer,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env={**thread_environment(threads), "PYTHONUNBUFFERED": "1"})
+        said: list[str] = []
         ms_per_batch: list[float] = []
         assert process.stdout is not None
         for line in process.stdout:
+            said.append(line)
             found = re.search(r"ms/batch\s+([\d.]+)", line)
             if found:
                 ms_per_batch.append(float(found.group(1)))
@@ -286,7 +301,9 @@ def peer_main(peer: Path, data_dir: Path) -> dict[str, Any]:
                     break
         process.terminate()
         process.wait()
-    return {"command": "python -u main.py " + " ".join(command[3:]),
+    found_threads = peer_threads("".join(said))
+    same_threads(threads, found_threads, threads)
+    return {"command": "python main.py " + " ".join(options), "threads": found_threads,
             "log_interval": PEER_LOG_INTERVAL, "ms_per_batch": ms_per_batch,
             **peer_main_rate(ms_per_batch)}
 
@@ -442,8 +459,10 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     load_end = load_average()
     extras: dict[str, Any] = {}
     if not args.skip_extras:
-        extras["user_path"] = extra(lambda: user_path(args.warmup, args.steps), args)
-        extras["peer_main"] = extra(lambda: peer_main(args.peer, args.data), args)
+        extras["user_path"] = extra(lambda: user_path(args.warmup, args.steps, args.threads),
+                                    args)
+        extras["peer_main"] = extra(lambda: peer_main(args.peer, args.data, args.threads),
+                                    args)
     return {
         "benchmark": "lstm_lm vs pytorch/examples word_language_model, training words/s",
         "started_at": started.isoformat(timespec="seconds"),

@@ -7,9 +7,9 @@ data, timed the same way.
 
 What is measured, on both sides: DistilBertForSequenceClassification from the seed's config
 (6 layers, dim 768, 12 heads, FFN 3072, vocab 28,996, 3 labels) with random weights from the
-same torch seed, batch 32, sequences padded to 128, fp32, AdamW (torch) at a constant lr
-5e-5, weight decay 0, gradient norm clipped to 1.0, on the workload's own synthetic tensors
-(`make_data`, `build_model` imported from `workloads.transformer_ft.workload`). Each run
+same torch seed, batch 32 (`--batch-size`), sequences padded to 128, fp32, AdamW (torch) at
+a constant lr 5e-5, weight decay 0, gradient norm clipped to 1.0, on the workload's own
+synthetic tensors (`make_data`, `build_model` from `workloads.transformer_ft.workload`). Each run
 trains `warmup + steps` steps; the first `warmup` are excluded; step times are read with
 `time.perf_counter` at step boundaries (boundary to boundary, as `EpochMeter` does: whatever
 the loop does between steps counts), with nothing to synchronise on the CPU.
@@ -33,7 +33,15 @@ CPU cores (about 4.5 s a step), so runs are `--warmup 3 --steps 12` by default. 
 in rounds whose order flips (ours then Trainer, Trainer then ours, ...) so drift on a shared
 machine hits both; each run records the 1-minute load average before and after it.
 
-    .venv/bin/python bench/transformer_ft_vs_trainer.py [--rounds 2] [--warmup 3] [--steps 12]
+    .venv/bin/python bench/transformer_ft_vs_trainer.py [--rounds 2] [--warmup 3] [--steps 12] \
+        [--batch-size 32] [--threads 1]
+
+Both sides compute on `--threads` torch threads, set through OMP_NUM_THREADS and
+MKL_NUM_THREADS and read back on each side (ours: the cell's provenance `cpu_threads`; the
+Trainer: `torch.get_num_threads()` in its child); a round whose sides differ fails. On a
+2-core machine that others share, one thread a side is the figure to trust: two threads of
+one process stall together when anything else takes a core, which moved single runs by
+1.3x to 1.8x where one thread a side moved by about 10% (docs/PERFORMANCE.md).
 
 The Trainer needs `accelerate`, which the `nlp` extra installs (since the Trainer callback
 of `matrix_bench.hf`); with an older venv, install it beside the venv and put it on
@@ -89,16 +97,16 @@ def wait_for_quiet(max_wait_s: float) -> dict[str, Any]:
             "quiet": load < QUIET_LOAD}
 
 
-def params(warmup: int, steps: int) -> dict[str, Any]:
-    """The cell's params: exactly warmup + steps full batches."""
-    return {**PARAMS, "examples": (warmup + steps) * PARAMS["batch_size"],
+def params(warmup: int, steps: int, batch: int = PARAMS["batch_size"]) -> dict[str, Any]:
+    """The cell's params: exactly warmup + steps full batches of `batch` examples."""
+    return {**PARAMS, "batch_size": batch, "examples": (warmup + steps) * batch,
             "warmup_steps": warmup}
 
 
 # --------------------------------------------------------------------------- ours
 
 
-def matrix_yaml(warmup: int, steps: int) -> str:
+def matrix_yaml(warmup: int, steps: int, batch: int) -> str:
     """A one-cell, one-epoch matrix of the benchmark configuration. Written by PyYAML, not
     as JSON: JSON's `5e-05` is a string to a YAML 1.1 reader, PyYAML's `5.0e-05` a float."""
     import yaml
@@ -107,17 +115,17 @@ def matrix_yaml(warmup: int, steps: int) -> str:
         "name": "transformer-ft-vs-trainer",
         "hardware": [{"name": "local-cpu", "kind": "local", "gpus": 0}],
         "stacks": [{"name": "here", "executor": "process"}],
-        "workloads": [{"name": "transformer_ft", "params": params(warmup, steps), "epochs": 1,
-                       "timeout_s": 3600}],
+        "workloads": [{"name": "transformer_ft", "params": params(warmup, steps, batch),
+                       "epochs": 1, "timeout_s": 3600}],
     }, sort_keys=False)
 
 
-def run_ours(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+def run_ours(warmup: int, steps: int, batch: int, threads: int) -> dict[str, Any]:
     """`matrix run --no-ray` as a user runs it on `threads`; the measurement record's timing
     fields and the threads its provenance says the cell computed with."""
     with tempfile.TemporaryDirectory() as tmp:
         matrix_file = Path(tmp) / "matrix.yaml"
-        matrix_file.write_text(matrix_yaml(warmup, steps))
+        matrix_file.write_text(matrix_yaml(warmup, steps, batch))
         command = [str(Path(sys.executable).parent / "matrix"), "run", str(matrix_file),
                    "-o", str(Path(tmp) / "run"), "--no-ray"]
         env = {k: v for k, v in thread_environment(threads).items()
@@ -144,7 +152,7 @@ def run_ours(warmup: int, steps: int, threads: int) -> dict[str, Any]:
 # --------------------------------------------------------------------------- Trainer
 
 
-def child_trainer(warmup: int, steps: int) -> dict[str, Any]:
+def child_trainer(warmup: int, steps: int, batch: int) -> dict[str, Any]:
     """transformers.Trainer on the same model, data and hyper-parameters, timed per step."""
     import torch
     import transformers
@@ -153,7 +161,7 @@ def child_trainer(warmup: int, steps: int) -> dict[str, Any]:
     from workloads.torch_common import set_precision
     from workloads.transformer_ft.workload import build_model, make_data
 
-    p = params(warmup, steps)
+    p = params(warmup, steps, batch)
     device = torch.device("cpu")
     set_precision(p["precision"], device)
     torch.manual_seed(int(p["seed"]))  # as workload.Trainer does before build_model
@@ -223,11 +231,11 @@ def child_trainer(warmup: int, steps: int) -> dict[str, Any]:
                               else trainer.optimizer).__name__}
 
 
-def run_trainer(warmup: int, steps: int, threads: int) -> dict[str, Any]:
+def run_trainer(warmup: int, steps: int, batch: int, threads: int) -> dict[str, Any]:
     """The Trainer side in a fresh process on `threads`; its last stdout line is its result
     as JSON, with the threads torch computed with there."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child",
-               "--warmup", str(warmup), "--steps", str(steps)]
+               "--warmup", str(warmup), "--steps", str(steps), "--batch-size", str(batch)]
     extra = os.environ.get("PYTHONPATH", "")  # where accelerate is, if not in the venv
     env = dict(thread_environment(threads),
                PYTHONPATH=os.pathsep.join(filter(None, [str(PROJECT), extra])))
@@ -253,7 +261,8 @@ def machine() -> dict[str, Any]:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
-def one_round(number: int, warmup: int, steps: int, threads: int) -> dict[str, Any]:
+def one_round(number: int, warmup: int, steps: int, batch: int,
+              threads: int) -> dict[str, Any]:
     """Both sides once: ours first in odd rounds, the Trainer first in even ones."""
     order = ("ours", "trainer") if number % 2 == 1 else ("trainer", "ours")
     runners = {"ours": run_ours, "trainer": run_trainer}
@@ -261,7 +270,7 @@ def one_round(number: int, warmup: int, steps: int, threads: int) -> dict[str, A
     for side in order:
         before = load_average()
         wall = time.monotonic()
-        result[side] = runners[side](warmup, steps, threads)
+        result[side] = runners[side](warmup, steps, batch, threads)
         result[side] |= {"load_before": before, "load_after": load_average(),
                          "run_wall_s": time.monotonic() - wall}
     same_threads(result["ours"]["threads"], result["trainer"]["threads"], threads)
@@ -292,12 +301,12 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
     """Wait for a quiet machine, run the rounds, return everything for the results file."""
     started = dt.datetime.now(dt.UTC)
     quiet = wait_for_quiet(args.max_wait_s)
-    rounds = [one_round(n, args.warmup, args.steps, args.threads)
+    rounds = [one_round(n, args.warmup, args.steps, args.batch_size, args.threads)
               for n in range(1, args.rounds + 1)]
     return {"benchmark": "transformer_ft vs transformers.Trainer, training samples/s (CPU)",
             "started_at": started.isoformat(timespec="seconds"),
             "ended_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "machine": machine(), "params": params(args.warmup, args.steps),
+            "machine": machine(), "params": params(args.warmup, args.steps, args.batch_size),
             "warmup_steps": args.warmup, "timed_steps": args.steps, "load_wait": quiet,
             "rounds": rounds, "summary": summarise(rounds)}
 
@@ -320,6 +329,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--batch-size", type=int, default=PARAMS["batch_size"],
+                        help="examples per step on both sides (the seed's 32)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch's threads on both sides, set and recorded")
     parser.add_argument("--max-wait-s", type=float, default=600.0)
@@ -332,7 +343,7 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     sys.path.insert(0, str(PROJECT))
     if args.child:
-        print(json.dumps(child_trainer(args.warmup, args.steps)))
+        print(json.dumps(child_trainer(args.warmup, args.steps, args.batch_size)))
         return 0
     result = bench(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
