@@ -9,8 +9,11 @@
 # the project runs from this checkout (PYTHONPATH). OUT receives six files: the journal
 # (results.jsonl), results.parquet, report.html, summary.json (each claim held or not, with
 # its figures), nvidia-smi.txt and check.log (which ends with the claims and the log tail of
-# every cell that did not end ok). Exit 0 when every claim held, 1 when one did not, 2 on
-# bad input. PYTHON names the interpreter (default python3).
+# every cell that did not end ok). Cells the budget left no time for are named as not
+# reached, apart from the claims (the budget's, not the product's). Exit 0 when every claim
+# held and every cell ran, 3 when every claim held of what ran but some cells were not
+# reached, 1 when a claim did not hold, 2 on bad input or a module that cannot be imported
+# (one line, before any cell). PYTHON names the interpreter (default python3).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 usage() { echo "usage: bash bench/gpu/check.sh [--cpu] WHEELS OUT" >&2; exit 2; }
@@ -50,7 +53,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg RAY_USAGE_STATS_EN
 export MPLCONFIGDIR="$work/mpl"
 
 "$python" "$repo/bench/gpu/probes.py" imports --mode "$mode" 2>&1 | tee -a "$log"
-(( PIPESTATUS[0] == 0 )) || { say "a module the check needs is missing (above)"; exit 2; }
+(( PIPESTATUS[0] == 0 )) || exit 2  # its one line says what is missing
 if [[ $mode == gpu ]]; then
     nvidia-smi -q >"$out/nvidia-smi.txt" 2>&1 || say "nvidia-smi -q failed (see nvidia-smi.txt)"
 else
@@ -65,7 +68,7 @@ matrix="$repo/bench/gpu/$mode.yaml"  # gpu.yaml or cpu.yaml
 budget=300
 [[ $mode == cpu ]] && budget=${MATRIX_BENCH_CHECK_BUDGET_S:-180}
 "$python" "$repo/bench/gpu/estimate.py" "$matrix" --budget-s "$budget" \
-    --phases "$work/phases.tsv" 2>&1 | tee -a "$log"
+    --phases "$work/phases.tsv" --cells "$work/cells.json" 2>&1 | tee -a "$log"
 (( PIPESTATUS[0] == 0 )) || { say "the matrix could not be estimated (above)"; exit 2; }
 say "running $matrix serially (--no-ray), no results store, in phases, most important first"
 run_started=$SECONDS
@@ -92,6 +95,6 @@ done
 
 "$python" "$repo/bench/gpu/summary.py" "$work/run" "$out/summary.json" --mode "$mode" \
     --timing "$work/timing.json" --nvidia-smi "$out/nvidia-smi.txt" \
-    --elapsed-s "$((SECONDS - started))" --budget-s "$budget" \
-    ${not_reached[@]:+--not-reached "${not_reached[@]}"} 2>&1 | tee -a "$log"
+    --elapsed-s "$((SECONDS - started))" --budget-s "$budget" --cells "$work/cells.json" \
+    2>&1 | tee -a "$log"
 exit "${PIPESTATUS[0]}"

@@ -15,12 +15,13 @@ bf16 GPT (the MFU goal, and the bf16 ceiling), transformer_ft bf16, then the see
 check starts a phase only while the time left holds its estimate, and stops cleanly with a
 summary of what ran and what it did not reach.
 
-    python bench/gpu/estimate.py MATRIX --budget-s 300 [--phases OUT.tsv]
+    python bench/gpu/estimate.py MATRIX --budget-s 300 [--phases OUT.tsv] [--cells OUT.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,9 @@ EVAL_SHARE = 1 / 3  # an evaluated item costs its forward pass alone
 MFU = {"gpt_lm": 0.35, "transformer_ft": 0.25, "lstm_lm": 0.3, "nmt_dp": 0.1,
        "rnn_micro": 0.01, "keras_lstm": 0.02}  # small RNNs are launch-bound
 REPORT_S = 45.0  # wheels, the timing probe, the report and the summary around the sweep
+# each phase is its own `matrix run`: its imports, plan, and the results and report it
+# writes at its end (3.6 to 6.5 s a phase beside the cells' wall times on 2 CPU cores)
+PHASE_S = 4.0
 # (name, --only selections), most important first; each cell falls in the first that takes it
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gpt_lm compiled", ("workload=gpt_lm", "compile=true")),
@@ -47,6 +51,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
 @dataclass(frozen=True)
 class Estimate:
     cell: str
+    cell_id: str
     start_s: float
     compile_s: float
     compute_s: float
@@ -96,7 +101,7 @@ def estimate(cell: Any, ceilings_seen: set[str]) -> Estimate:
     ceilings_seen.add(precision)
     shown = " ".join(f"{k}={p[k]}" for k in ("precision", "compile", "backend", "rnn_impl")
                      if k in p)
-    return Estimate(f"{cell.workload} {shown}".strip(), start, compiled, compute)
+    return Estimate(f"{cell.workload} {shown}".strip(), cell.cell_id, start, compiled, compute)
 
 
 def phase_of(cell: Any) -> int:
@@ -118,6 +123,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("matrix", type=Path)
     parser.add_argument("--budget-s", type=float, required=True)
     parser.add_argument("--phases", type=Path, help="write NAME<TAB>SECONDS<TAB>--only ARGS")
+    parser.add_argument("--cells", type=Path, help="write each cell's phase, id, name and "
+                        "estimate as JSON (summary.py names those the budget did not reach)")
     args = parser.parse_args(argv)
     from orchestrator.plan.cells import expand
     from orchestrator.validate.matrix import load_spec
@@ -126,14 +133,15 @@ def main(argv: list[str]) -> int:
     phases: list[list[Estimate]] = [[] for _ in PHASES]
     for cell in sorted(expand(load_spec(args.matrix)), key=phase_of):  # as they will run
         phases[phase_of(cell)].append(estimate(cell, seen))
-    total = REPORT_S + sum(e.total_s for phase in phases for e in phase)
-    print(f"estimate: {total:.0f} s on one H100/H200 ({REPORT_S:.0f} s around the sweep), "
-          f"budget {args.budget_s:.0f} s")
+    runs = sum(1 for phase in phases if phase)
+    total = REPORT_S + PHASE_S * runs + sum(e.total_s for phase in phases for e in phase)
+    print(f"estimate: {total:.0f} s on one H100/H200 ({REPORT_S:.0f} s around the sweep, "
+          f"{PHASE_S:.0f} s for each of {runs} phases' runs), budget {args.budget_s:.0f} s")
     lines = []
     for (name, selections), found in zip(PHASES, phases, strict=True):
         if not found:
             continue
-        seconds = sum(e.total_s for e in found)
+        seconds = PHASE_S + sum(e.total_s for e in found)
         print(f"estimate: phase {name}: {seconds:.0f} s")
         for e in found:
             print(f"estimate:   {e.cell}: {e.total_s:.0f} s (start {e.start_s:.0f}, compile "
@@ -141,6 +149,10 @@ def main(argv: list[str]) -> int:
         lines.append("\t".join([name, f"{seconds:.0f}", *(f"--only={s}" for s in selections)]))
     if args.phases:
         args.phases.write_text("".join(line + "\n" for line in lines))
+    if args.cells:
+        args.cells.write_text(json.dumps([
+            {"phase": name, "cell_id": e.cell_id, "cell": e.cell, "estimate_s": round(e.total_s)}
+            for (name, _), found in zip(PHASES, phases, strict=True) for e in found], indent=1))
     if total > args.budget_s:
         print(f"estimate: over the budget by {total - args.budget_s:.0f} s: the phases last "
               "in the order will not be reached")

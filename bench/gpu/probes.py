@@ -1,7 +1,8 @@
 """The GPU check's two probes before its sweep (bench/gpu/check.sh).
 
-`imports`: every module the check's path imports, found or not, with the versions that
-matter, so a node that lacks one is told in a line before any device time is spent.
+`imports`: every module the check's path imports, with the versions that matter; a node
+that lacks one (or holds a typing_extensions too old for the carried pydantic_core) is told
+so in one line, exit 2, before any device time is spent.
 
 `timing OUT.json`: the harness's clock checked against the device's own. A block of bf16
 matrix products is timed by the workloads' EpochMeter (a device synchronisation before
@@ -45,17 +46,18 @@ def imports(mode: str) -> int:
         try:
             module = importlib.import_module(name)
         except Exception as exc:  # a broken install raises what it raises, never a traceback
-            missing.append(f"{name} ({type(exc).__name__}: {exc})")
+            missing.append(f"{name} ({type(exc).__name__}: {' '.join(str(exc).split())})")
             continue
         if name in VERSIONS:
             versions[name] = str(getattr(module, "__version__", "?"))
     old = _older_typing_extensions()
     if old:
         missing.append(old)
-    for line in missing:
-        print(f"probes: missing {line}")
+    if missing:  # one line, whatever is missing: the check stops on it before any cell
+        print(f"probes: the check cannot run here: missing {'; '.join(missing)}")
+        return 2
     print("probes: " + ", ".join(f"{name} {version}" for name, version in versions.items()))
-    return 2 if missing else 0
+    return 0
 
 
 def _older_typing_extensions() -> str | None:

@@ -5,11 +5,13 @@ exactly as `matrix report` judges it), the timing probe's JSON and nvidia-smi's 
 writes `summary.json`; the same verdicts, the goals, what the matrix cut from each seed and
 the log tail of every cell that did not end ok go to stdout, which check.sh appends to its
 log. A claim is `true` (held), `false` (not held) or `null` (not applicable here, e.g. NVML
-on the CPU), always with why. Exit 0 when no claim failed, else 1. Goals are benchmarks,
-not tests: a goal missed says by how much and never fails the check.
+on the CPU), always with why. Cells the budget did not reach are listed apart, judged by no
+claim: the budget's, not the product's. Exit 0 when no claim failed and every cell ran, 3
+when no claim failed of what ran but some cells were not reached, 1 when a claim failed.
+Goals are benchmarks, not tests: a goal missed says by how much and never fails the check.
 
     python bench/gpu/summary.py RUN_DIR OUT.json --mode gpu --timing T.json \\
-        --nvidia-smi nvidia-smi.txt --elapsed-s 431
+        --nvidia-smi nvidia-smi.txt --elapsed-s 431 [--cells cells.json]
 """
 
 from __future__ import annotations
@@ -284,12 +286,13 @@ def elapsed_claim(elapsed_s: float | None, mode: str, budget_s: float | None = N
                  {"elapsed_s": elapsed_s, "budget_s": budget})
 
 
-def phases_claim(not_reached: Sequence[str]) -> Claim:
-    """Every phase of the sweep started within the budget (check.sh starts one only while
-    its estimate fits); what was not reached is named, and its cells are in no other claim."""
-    return Claim("every phase ran within the budget", not not_reached,
-                 f"not reached: {', '.join(not_reached)}" if not_reached else "all ran",
-                 {"not_reached": list(not_reached)})
+def not_reached(planned: Sequence[dict[str, Any]], recorded: Iterable[str]) -> list[str]:
+    """The planned cells (estimate.py --cells) the journal holds no record of: in a phase
+    the budget left no time to start, or stopped before they began (an interrupted sweep
+    records no cell it had not finished). The budget's, not the product's: in no claim."""
+    ran = set(recorded)
+    return [f"{c['cell']} (phase {c['phase']}, estimate {c['estimate_s']} s)"
+            for c in planned if c["cell_id"] not in ran]
 
 
 def goals(df: pd.DataFrame, mode: str) -> list[dict[str, Any]]:
@@ -388,30 +391,39 @@ def node(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def judge(run_dir: Path, mode: str, timing: dict[str, Any], elapsed_s: float | None,
-          not_reached: Sequence[str] = (), budget_s: float | None = None) -> dict[str, Any]:
-    """Everything summary.json holds."""
+          planned: Sequence[dict[str, Any]] = (), budget_s: float | None = None
+          ) -> dict[str, Any]:
+    """Everything summary.json holds. `planned`: the cells estimate.py planned, in the order
+    they run; those with no record are listed as not reached, apart from the claims, and
+    the check is then `complete: false` whatever the claims of what ran say."""
     from orchestrator.report.frame import run_frame
     from orchestrator.results.run_directory import RunDirectory
 
     ran = (run_dir / "results.jsonl").is_file()
     df = run_frame(RunDirectory(run_dir)) if ran else None
+    recorded = [] if df is None or "cell_id" not in df else df["cell_id"].dropna().astype(str)
+    missed = not_reached(planned, recorded)
+    reach = {"complete": not missed, "not_reached": missed}
+    reach_lines = [f"not reached within the budget (not judged): {cell}" for cell in missed]
     if df is None or not len(df) or "status" not in df:
-        claims = [Claim("every cell ok or unsupported with a reason", False,
-                        "the run holds no cell"), phases_claim(not_reached)]
-        return {"mode": mode, "claims": [asdict(c) for c in claims], "held": False,
-                "lines": [c.line() for c in claims]}
+        claims = [Claim("every cell ok or unsupported with a reason", None if missed else False,
+                        "no cell ran within the budget" if missed else "the run holds no cell")]
+        return {"mode": mode, "claims": [asdict(c) for c in claims],
+                "held": all(c.held is not False for c in claims), **reach,
+                "lines": [c.line() for c in claims] + reach_lines}
     for name in ("items_per_s", "error", "log_tail"):
         if name not in df:
             df[name] = None
     ceilings, ceiling_goals = ceiling_claim(df, mode)
     claims = [cells_claim(df), device_claim(df, mode), peak_claim(df, mode), ceilings,
               memory_claim(df, mode), nvml_claim(df, mode), timing_claim(timing, mode),
-              elapsed_claim(elapsed_s, mode, budget_s), phases_claim(not_reached)]
+              elapsed_claim(elapsed_s, mode, budget_s)]
     found_goals = goals(df, mode) + ceiling_goals
-    lines = ([c.line() for c in claims] + [goal_line(g) for g in found_goals] + cuts(df)
-             + log_tails(df, run_dir))
+    lines = ([c.line() for c in claims] + reach_lines + [goal_line(g) for g in found_goals]
+             + cuts(df) + log_tails(df, run_dir))
     return {"mode": mode, "node": node(df), "held": all(c.held is not False for c in claims),
-            "claims": [asdict(c) for c in claims], "goals": found_goals, "lines": lines}
+            **reach, "claims": [asdict(c) for c in claims], "goals": found_goals,
+            "lines": lines}
 
 
 def _matches(rows: pd.DataFrame, params: dict[str, Any]) -> pd.Series:
@@ -457,21 +469,23 @@ def main(argv: Iterable[str]) -> int:
     parser.add_argument("--nvidia-smi", type=Path, help="kept beside summary.json; named here")
     parser.add_argument("--elapsed-s", type=float)
     parser.add_argument("--budget-s", type=float, help="the budget check.sh ran under")
-    parser.add_argument("--not-reached", nargs="*", default=[],
-                        help="the phases check.sh did not start within its budget")
+    parser.add_argument("--cells", type=Path,
+                        help="the planned cells (estimate.py --cells): those not reached")
     args = parser.parse_args(list(argv))
     timing: dict[str, Any] = {"skipped": "the probe did not run"}
     if args.timing and args.timing.is_file():
         timing = json.loads(args.timing.read_text(encoding="utf-8"))
-    summary = judge(args.run_dir, args.mode, timing, args.elapsed_s, args.not_reached,
-                    args.budget_s)
+    planned = json.loads(args.cells.read_text(encoding="utf-8")) if args.cells else []
+    summary = judge(args.run_dir, args.mode, timing, args.elapsed_s, planned, args.budget_s)
     if args.nvidia_smi:
         summary["nvidia_smi"] = args.nvidia_smi.name
     args.out.write_text(json.dumps(summary, indent=1, default=str) + "\n", encoding="utf-8")
-    print("summary: " + ("every claim held" if summary["held"] else "a claim did NOT hold"))
+    print("summary: " + ("every claim held" if summary["held"] else "a claim did NOT hold")
+          + ("" if summary["complete"] else f" of what ran; {len(summary['not_reached'])} "
+             "cells not reached within the budget"))
     for line in summary["lines"]:
         print(line)
-    return 0 if summary["held"] else 1
+    return 1 if not summary["held"] else 0 if summary["complete"] else 3
 
 
 if __name__ == "__main__":
