@@ -514,6 +514,15 @@ def test_a_flagged_repeat_is_dropped_and_its_configuration_kept_with_the_clean_o
     # the pick was measured in the run whose other repeat the machine's state set aside
     assert any("measured in the same run as repeats set aside as contended" in note
                for note in found.notes["fastest"])
+    # the store answers alike: the flag stays the repeat's own, not its siblings' in the run
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert run_cli("db", "import", str(store.root), "--db", url, cwd=tmp_path).returncode == 0
+    for where in ([str(store.root)], ["--db", url]):
+        done = run_cli("advise", *where, "--items", "1e6", "--format", "json", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said = json.loads(done.stdout)
+        assert said["picks"]["fastest"]["configuration"] == "fast-box", where
+        assert said["kept_with_fewer_repeats"] == found.dropped and said["left_out"] == {}
 
 
 def test_a_two_repeat_option_within_the_noise_is_a_tie_and_named_cheaper(tmp_path):

@@ -15,9 +15,11 @@ from tests.conftest import journal, run_cli, write
 pytestmark = pytest.mark.slow
 
 
-def _repeats(run_dir):
-    # every repeat run counts, one a loaded machine flagged too (the limit counts it)
-    cells = [r for r in journal(run_dir) if r.get("record") == "cell" and r["status"] == "ok"]
+def _repeats(run_dir, flagged=False):
+    # every repeat run counts, one a loaded machine flagged too (the limit counts it);
+    # flagged=True: only those the answer set aside (their cell flagged them)
+    cells = [r for r in journal(run_dir) if r.get("record") == "cell" and r["status"] == "ok"
+             and (not flagged or r.get("flags"))]
     return Counter((c["hardware"], c["param.steps"]) for c in cells)
 
 
@@ -32,8 +34,13 @@ def test_only_the_tied_configurations_repeat_until_the_limit(tmp_path):
     done = run_cli("run", "m.yaml", "--no-ray", "--db", "none", "--until-decided",
                    "--max-repeats", "4", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _repeats(tmp_path / "reports" / "tied") == {
-        ("a-box", 8): 4, ("b-box", 8): 4, ("a-box", 4): 2, ("b-box", 4): 2}
+    ran, flagged = (_repeats(tmp_path / "reports" / "tied", f) for f in (False, True))
+    assert ran[("a-box", 8)] == ran[("b-box", 8)] == 4
+    # the 2x slower configurations keep their 2 repeats; one a loaded machine flagged has
+    # a single clean repeat left, which no noise can tell from the pick: it runs again
+    for slower in (("a-box", 4), ("b-box", 4)):
+        assert ran[slower] == 2 or flagged[slower], (ran, flagged)
+        assert ran[slower] - flagged[slower] <= 2, (ran, flagged)
     said = " ".join(done.stdout.split())
     assert "until decided: one more repeat of 2 configuration(s): fastest:" in said
     assert "until decided: not decided within 4 repeats (--max-repeats): fastest:" in said

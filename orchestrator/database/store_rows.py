@@ -5,7 +5,9 @@ those commands read from a run's frame (report/frame.py).
 A repeat is an attempt: the same cell in two runs is two repeats of its configuration. Each
 configuration-in-a-run is judged as `matrix history` judges it (judging.judged_runs: from its
 figures and provenance, never from the flags its journal stored alone), and its verdict is
-on each of its rows.
+on each of its rows. Every other flag stays the repeat's own, with its cell's reason, as a
+run's frame has it: a repeat the machine's load set aside drops that repeat alone, not its
+siblings of the same run (report/candidates.py), so `advise RUN` and `advise --db` agree.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from orchestrator.database.connection import Connection
 from orchestrator.database.history import Filters, per_run, repeats
 from orchestrator.database.judging import judged_runs
 from orchestrator.results.columns import as_param_columns
+from orchestrator.results.records import JUDGED_FLAGS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +32,7 @@ FROM measurements m WHERE m.items_per_s IS NOT NULL{within}"""
 WITHIN = " AND m.attempt_id IN (SELECT c.attempt_id FROM cells c WHERE {where})"
 EPOCH_COLUMNS = ["attempt_id", "seq", "epoch", "items_per_s", "items", "gpu_energy_j"]
 SAMPLE_COLUMNS = ["attempt_id", "workload", "hardware", "stack", "config_id", "run",
-                  "run_key", "item_unit", "price_per_hour_usd", "params"]
+                  "run_key", "item_unit", "price_per_hour_usd", "params", "flags"]
 
 
 def store_rows(db: Connection, filters: Filters, samples: pd.DataFrame | None = None,
@@ -50,14 +53,41 @@ def store_rows(db: Connection, filters: Filters, samples: pd.DataFrame | None = 
                                     energy=db.json_number("m.record", "gpu_energy_j"),
                                     within=within), params if within else (), EPOCH_COLUMNS)
     epochs = epochs.sort_values("seq", kind="stable")  # each attempt's epochs in order
+    verdicts = runs[["config_id", "run_key", "flags", "judgement", "workload_version"]]
     rows = samples[SAMPLE_COLUMNS].merge(
-        runs[["config_id", "run_key", "flags", "judgement", "workload_version"]],
-        on=["config_id", "run_key"], how="left", validate="many_to_one")
+        verdicts.rename(columns={"flags": "judged"}), on=["config_id", "run_key"],
+        how="left", validate="many_to_one")
+    rows["flags"] = _own_flags(rows["flags"].tolist(), rows["judged"].tolist())
+    rows["error"] = _reasons(db, rows)
     texts = list(dict.fromkeys(rows["params"]))  # one per configuration
     settings = pd.DataFrame([as_param_columns(json.loads(text)) for text in texts])
     settings["params"] = texts
     rows = rows.merge(settings, on="params", how="left").merge(
         epochs, on="attempt_id", how="inner", sort=False)  # the samples' order, epochs
     # a configuration's measured rows, named as a run's frame names them (report/frame.py)
-    return rows.drop(columns=["run_key", "params", "seq"]).rename(
+    return rows.drop(columns=["run_key", "params", "seq", "judged"]).rename(
         columns={"attempt_id": "cell_id"}).assign(status="ok").reset_index(drop=True)
+
+
+def _own_flags(stored: list[object], judged: list[object]) -> list[str]:
+    """Each repeat's flags: its own as stored, but for those the judge decides, which are
+    its configuration-in-run's verdict. Worked out once per distinct pair."""
+    found: dict[tuple[str, str], str] = {}
+    flags = []
+    for pair in zip((str(s or "") for s in stored), (str(j or "") for j in judged),
+                    strict=True):
+        if pair not in found:
+            own = {f for f in pair[0].split(",") if f and f not in JUDGED_FLAGS}
+            verdict = {f for f in pair[1].split(",") if f in JUDGED_FLAGS}
+            found[pair] = ",".join(sorted(own | verdict))
+        flags.append(found[pair])
+    return flags
+
+
+def _reasons(db: Connection, rows: pd.DataFrame) -> list[str | None]:
+    """The reason each flagged repeat's cell gave for its flags (its `error`), as a run's
+    frame carries it; read for the flagged attempts alone (few)."""
+    flagged = list(dict.fromkeys(rows.loc[rows["flags"] != "", "attempt_id"].tolist()))
+    said = dict(db.query_in(f"SELECT attempt_id, {db.json_text('record', 'error')} FROM "
+                            "cells WHERE attempt_id IN ({})", flagged)) if flagged else {}
+    return [said.get(a) for a in rows["attempt_id"].tolist()]

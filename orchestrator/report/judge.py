@@ -34,7 +34,7 @@ from orchestrator.report.ceilings import (
 )
 from orchestrator.report.markdown import present
 from orchestrator.results.columns import from_param_columns, param_column, param_columns
-from orchestrator.results.records import Flag
+from orchestrator.results.records import JUDGED_FLAGS, Flag
 from orchestrator.worker.context import model_flops_per_item
 from orchestrator.workload_scope import reported
 
@@ -59,8 +59,6 @@ VERDICT_COLUMNS = ("flags", "error", param_column("precision"), "achieved_flops"
                    "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes", "node",
                    "node_ceiling_flops", "node_ceiling_probe", "ceiling_fraction",
                    "ceiling_of_peak")
-# The flags the judge decides (a stored one is judged again)
-CEILING_FLAGS = (Flag.ABOVE_CEILING.value, Flag.BELOW_DATASHEET.value)
 # A recorded FLOP count further than this from the workload's own model contradicts it.
 FLOP_TOLERANCE = 0.01
 
@@ -129,7 +127,7 @@ def _row_verdict(row: dict[str, Any], hosts: dict[str, float | None]) -> tuple[s
     ceiling = ceiling_verdicts({**row, "_precision": precision_of(row)})
     flags = [f for f in str(row.get("flags") or "").split(",") if f]
     stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row.get("peak_flops"))
-    flags = [f for f in flags if f not in (Flag.IMPLAUSIBLE.value, *CEILING_FLAGS)]
+    flags = [f for f in flags if f not in JUDGED_FLAGS]
     if verdicts or stored_unchecked:
         flags.append(Flag.IMPLAUSIBLE.value)
     flags += [flag for flag, _ in ceiling]

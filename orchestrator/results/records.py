@@ -122,6 +122,11 @@ class Flag(StrEnum):
     BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 70% of the datasheet
 
 
+# The flags the judge decides from a row's figures (report/judge.py): a stored one is judged
+# again. Every other flag is the cell's own account of its repeat, kept as it was stored.
+JUDGED_FLAGS = (Flag.IMPLAUSIBLE.value, Flag.ABOVE_CEILING.value, Flag.BELOW_DATASHEET.value)
+
+
 class _Identity(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
