@@ -57,37 +57,39 @@ def store_rows(db: Connection, filters: Filters, samples: pd.DataFrame | None = 
     rows = samples[SAMPLE_COLUMNS].merge(
         verdicts.rename(columns={"flags": "judged"}), on=["config_id", "run_key"],
         how="left", validate="many_to_one")
-    rows["flags"] = _own_flags(rows["flags"].tolist(), rows["judged"].tolist())
     rows["error"] = _reasons(db, rows)
+    rows["flags"] = _own_flags(rows["flags"], rows.pop("judged"))
     texts = list(dict.fromkeys(rows["params"]))  # one per configuration
     settings = pd.DataFrame([as_param_columns(json.loads(text)) for text in texts])
     settings["params"] = texts
     rows = rows.merge(settings, on="params", how="left").merge(
         epochs, on="attempt_id", how="inner", sort=False)  # the samples' order, epochs
     # a configuration's measured rows, named as a run's frame names them (report/frame.py)
-    return rows.drop(columns=["run_key", "params", "seq", "judged"]).rename(
+    return rows.drop(columns=["run_key", "params", "seq"]).rename(
         columns={"attempt_id": "cell_id"}).assign(status="ok").reset_index(drop=True)
 
 
-def _own_flags(stored: list[object], judged: list[object]) -> list[str]:
+def _own_flags(stored: pd.Series, judged: pd.Series) -> pd.Series:
     """Each repeat's flags: its own as stored, but for those the judge decides, which are
     its configuration-in-run's verdict. Worked out once per distinct pair."""
-    found: dict[tuple[str, str], str] = {}
-    flags = []
-    for pair in zip((str(s or "") for s in stored), (str(j or "") for j in judged),
-                    strict=True):
-        if pair not in found:
-            own = {f for f in pair[0].split(",") if f and f not in JUDGED_FLAGS}
-            verdict = {f for f in pair[1].split(",") if f in JUDGED_FLAGS}
-            found[pair] = ",".join(sorted(own | verdict))
-        flags.append(found[pair])
-    return flags
+    pairs = stored.fillna("").astype(str) + "|" + judged.fillna("").astype(str)
+    found = {}
+    for pair in set(pairs.tolist()):
+        own, verdict = pair.split("|")
+        found[pair] = ",".join(sorted({f for f in own.split(",") if f and f not in JUDGED_FLAGS}
+                                      | {f for f in verdict.split(",") if f in JUDGED_FLAGS}))
+    return pairs.map(found)
 
 
 def _reasons(db: Connection, rows: pd.DataFrame) -> list[str | None]:
-    """The reason each flagged repeat's cell gave for its flags (its `error`), as a run's
-    frame carries it; read for the flagged attempts alone (few)."""
-    flagged = list(dict.fromkeys(rows.loc[rows["flags"] != "", "attempt_id"].tolist()))
+    """The reason each repeat's cell gave for the flags it stored (its `error`), as a run's
+    frame carries it; read for those attempts alone (few). The judge's flags have theirs
+    in `judgement`."""
+    texts = rows["flags"].fillna("").astype(str)
+    own = {text for text in set(texts.tolist())
+           if any(f and f not in JUDGED_FLAGS for f in text.split(","))}
+    flagged = list(dict.fromkeys(rows.loc[texts.isin(own), "attempt_id"].tolist()))
     said = dict(db.query_in(f"SELECT attempt_id, {db.json_text('record', 'error')} FROM "
                             "cells WHERE attempt_id IN ({})", flagged)) if flagged else {}
-    return [said.get(a) for a in rows["attempt_id"].tolist()]
+    return [said.get(a) for a in rows["attempt_id"].tolist()] if said else \
+        [None] * len(rows)
