@@ -33,6 +33,7 @@ from orchestrator.errors import (
     RunNotFoundError,
 )
 from orchestrator.results.journal import JournalLineError, NewerRecordError, parse_line
+from orchestrator.results.own_files import is_own_file, own_file
 from orchestrator.results.records import (
     SCHEMA_VERSION,
     CellRecord,
@@ -158,7 +159,9 @@ class RunDirectory:
         """Append one cell attempt's records as one batch and fsync it. On a full disk the
         journal is cut back to where it was (no half batch) and DiskFullError raised."""
         data = "".join(r.model_dump_json(exclude_none=True) + "\n" for r in records).encode()
-        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        own_file(self.journal)
+        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                     0o644)
         try:
             size = os.fstat(fd).st_size
             try:
@@ -179,7 +182,7 @@ class RunDirectory:
         """End a last line that a kill left without its newline, so the next batch cannot
         merge into it: a complete record keeps its line, a torn one is cut off with a
         warning (its batch has no cell record, so that cell runs again)."""
-        if not self.journal.exists():
+        if not own_file(self.journal):
             return
         with open(self.journal, "r+b") as handle:
             size = handle.seek(0, os.SEEK_END)
@@ -216,10 +219,9 @@ class RunDirectory:
         matrix's run (two matrices in one directory would be counted as one) or records of
         a newer matrix-bench (one journal, one schema version); RunDirError if an output
         the sweep ends with cannot be written there."""
-        for output in (self.journal, self.parquet, self.report):
-            if output.exists() and not output.is_file():
-                raise RunDirError(f"{output} is not a file, so the sweep could not write it: "
-                                  "move it away, or give another -o")
+        for output, what in ((self.journal, "a run's journal"),
+                             (self.parquet, "a run's parquet"), (self.report, "its report")):
+            own_file(output, what)
         for number, line, _ in self._lines():
             try:
                 record = parse_line(line)
@@ -237,11 +239,8 @@ class RunDirectory:
 
     def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
         """(line number, line, whether it is the last) of each non-empty journal line."""
-        if not self.journal.exists():
+        if not own_file(self.journal):  # a link is not followed; a FIFO would block
             return
-        if not self.journal.is_file():  # a folder fails to read; a FIFO would block the read
-            raise RunDirError(f"{self.journal} is not a file: a run's journal is a file, so "
-                              "this is no run directory matrix-bench wrote")
         lines = self.journal.read_bytes().split(b"\n")
         end = len(lines) - (0 if lines[-1] else 1)
         for number, line in enumerate(lines, start=1):
@@ -377,7 +376,7 @@ def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
     runs = []
     for journal in sorted(reports.glob(f"*/{JOURNAL}")):
         counts: dict[str, int] = {}
-        if not journal.is_file():  # one odd folder lists as one, and stops no other
+        if not is_own_file(journal):  # one odd folder lists as one, and stops no other
             runs.append((journal.parent, {"(no run: its results.jsonl is not a file)": 0}))
             continue
         with warnings.catch_warnings():  # a live sweep's batch may be half written
@@ -390,6 +389,6 @@ def list_runs(reports: Path) -> list[tuple[Path, dict[str, int]]]:
 
 def open_existing(run_dir: Path | str) -> RunDirectory:
     store = RunDirectory(run_dir)
-    if not store.journal.exists():
+    if not store.journal.exists() and not store.journal.is_symlink():
         raise RunNotFoundError(f"{run_dir} holds no {JOURNAL}: not a run directory")
     return store

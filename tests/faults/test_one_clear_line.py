@@ -94,6 +94,36 @@ def test_a_journal_that_is_no_file_is_one_line_and_never_blocks(tmp_path, kind):
     assert "odd: (no run: its results.jsonl is not a file)" in listed.stdout
 
 
+@pytest.mark.parametrize("kind", ["link-out", "link-zero", "folder", "fifo"])
+def test_a_run_whose_journal_is_no_file_of_its_own_is_one_line_and_touches_nothing(
+        tmp_path, kind):
+    """`matrix run` once followed a journal linked out of the run (cut the file's last line
+    as torn and appended to it), read /dev/zero until killed, and gave a traceback for a
+    folder or a FIFO. Each is refused before the journal is opened; every reader too."""
+    (tmp_path / "m.yaml").write_text(
+        "name: odd\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\n"
+        "workloads: [{name: sleep, params: {seconds: 0.1}}]\n")
+    run = tmp_path / "reports" / "odd"
+    run.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_bytes(b"someone's file\nwithout its last newline")
+    journal = run / "results.jsonl"
+    {"link-out": lambda: journal.symlink_to(elsewhere),
+     "link-zero": lambda: journal.symlink_to("/dev/zero"),
+     "folder": journal.mkdir, "fifo": lambda: os.mkfifo(journal)}[kind]()
+    says = "is a symbolic link" if kind.startswith("link") else "is not a file"
+    one_line(run_cli("run", "m.yaml", "--no-ray", "--db", "none", cwd=tmp_path, timeout=60),
+             f"results.jsonl {says}")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    for args in (["report", str(run)], ["db", "import", str(run), "--db", url],
+                 ["advise", str(run), "--items", "1e6"]):
+        one_line(run_cli(*args, cwd=tmp_path, timeout=60), f"results.jsonl {says}")
+    assert elsewhere.read_bytes() == b"someone's file\nwithout its last newline"
+    assert journal.is_symlink() == kind.startswith("link")
+    assert not (run / "cells").exists() or not any((run / "cells").iterdir())
+
+
 def test_a_store_whose_version_is_no_number_is_one_line(tmp_path):
     run = a_run(tmp_path / "run")
     store = tmp_path / "r.db"
