@@ -48,3 +48,42 @@ def test_fetching_nothing_is_a_clear_error(moto_server, tmp_path):
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="empty")
     done = run_cli("fetch", "s3://empty/none", cwd=tmp_path)
     assert done.returncode == 2 and "nothing under s3://empty/none" in done.stderr
+
+
+def test_a_key_that_would_land_outside_the_run_is_never_written(moto_server, tmp_path):
+    """A key's remainder after the run's prefix was joined to the destination as is: the
+    key `team/run//…/x` (an absolute remainder) was written at that absolute path. Only the
+    run's own files land, and only inside its folder."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="odd")
+    outside = tmp_path / "outside" / "planted.txt"
+    s3.put_object(Bucket="odd", Key="team/run/results.jsonl", Body=b"")
+    s3.put_object(Bucket="odd", Key=f"team/run/{outside}", Body=b"planted")  # run//tmp/...
+    s3.put_object(Bucket="odd", Key="team/run/logs/../../escaped.txt", Body=b"planted")
+    s3.put_object(Bucket="odd", Key="team/run/logs/a.log", Body=b"a log")
+    (tmp_path / "here").mkdir()
+    done = run_cli("fetch", "s3://odd/team/run", "-o", "copy", cwd=tmp_path / "here")
+    assert done.returncode == 0, done.stderr
+    assert not outside.exists() and not (tmp_path / "escaped.txt").exists()
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["here/copy/logs/a.log", "here/copy/results.jsonl"]
+
+
+def test_fetch_never_replaces_a_local_run(moto_server, tmp_path):
+    """A fetch into reports/RUN where a local run of that name was replaced its journal
+    without a word (3 cell records became 1). It is refused in one line; nothing changes."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="runs")
+    s3.put_object(Bucket="runs", Key="team/nightly/results.jsonl", Body=b"theirs\n")
+    local = tmp_path / "reports" / "nightly"
+    local.mkdir(parents=True)
+    (local / "results.jsonl").write_bytes(b"ours, 3 cells\n")
+    done = run_cli("fetch", "s3://runs/team/nightly", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: reports/nightly holds a run already (results.jsonl): fetch into another "
+        "folder with -o DIR, or move that run away first"]
+    assert (local / "results.jsonl").read_bytes() == b"ours, 3 cells\n"
+    beside = run_cli("fetch", "s3://runs/team/nightly", "-o", "theirs", cwd=tmp_path)
+    assert beside.returncode == 0, beside.stderr
+    assert (tmp_path / "theirs" / "results.jsonl").read_bytes() == b"theirs\n"

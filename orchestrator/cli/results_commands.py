@@ -33,10 +33,16 @@ def fetch(uri: Annotated[str, typer.Argument(help="s3://bucket/prefix/<run>", sh
     """Download a run's results from S3 into a local run directory."""
     import boto3
 
+    from orchestrator.errors import RunDirError
     from orchestrator.providers.aws.s3 import download_run, split_uri
+    from orchestrator.results.run_directory import JOURNAL
 
     _, prefix = split_uri(uri)
     destination = output or Path("reports") / prefix.rstrip("/").split("/")[-1]
+    journal = destination / JOURNAL
+    if journal.exists() or journal.is_symlink():  # a local run's cells are never replaced
+        raise RunDirError(f"{destination} holds a run already ({JOURNAL}): fetch into another "
+                          "folder with -o DIR, or move that run away first")
     download_run(boto3.client("s3", region_name=region), uri.rstrip("/"), destination)
     typer.echo(f"fetched {uri} into {destination}; `matrix report {destination}` redraws it")
 

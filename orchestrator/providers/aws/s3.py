@@ -3,7 +3,7 @@ when a sweep ends, and `matrix fetch s3://...` brings a run back to a local dire
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from orchestrator.errors import MatrixError
@@ -60,16 +60,27 @@ def download_run(s3: Any, uri: str, destination: Path) -> Path:
         raise S3ReadError(f"cannot read {uri}: {exc}") from None
 
 
+def inside(destination: Path, relative: str) -> Path | None:
+    """Where a key's remainder after the run's prefix lands in `destination`, or None where
+    it would land outside it: an absolute remainder (`run//etc/x` leaves `/etc/x`, which
+    `destination / "/etc/x"` is), a `..`, or a link already inside that leads out."""
+    parts = PurePosixPath(relative).parts
+    if not parts or relative.startswith("/") or ".." in parts or "\\" in relative:
+        return None
+    target = destination.joinpath(*parts)
+    root = destination.resolve()
+    return target if target.resolve().is_relative_to(root) and target != destination else None
+
+
 def _download(s3: Any, uri: str, destination: Path) -> Path:
     bucket, prefix = split_uri(uri)
     found = 0
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket,
                                                              Prefix=prefix + "/"):
         for item in page.get("Contents", []):
-            relative = item["Key"][len(prefix) + 1:]
-            if not relative or ".." in Path(relative).parts:
+            target = inside(destination, item["Key"][len(prefix) + 1:])
+            if target is None:  # written by no sweep: never outside the run's folder
                 continue
-            target = destination / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             s3.download_file(bucket, item["Key"], str(target))
             found += 1
