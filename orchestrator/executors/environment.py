@@ -41,13 +41,21 @@ ALLOWED_NAMES = frozenset({
     "TRANSFORMERS_CACHE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "KERAS_BACKEND", "KERAS_HOME",
     "SLURM_CPUS_PER_TASK",  # a count, no secret: the CPUs a rank shares out (worker/threads.py)
+}) | frozenset({  # TensorFlow's own, by name: Terraform's TF_VAR_*, TF_CLI_* share the prefix
+    "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_VMODULE", "TF_CPP_LOG_THREAD_ID",
+    "TF_ENABLE_ONEDNN_OPTS", "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR",
+    "TF_GPU_THREAD_MODE", "TF_GPU_THREAD_COUNT", "TF_XLA_FLAGS", "TF_DETERMINISTIC_OPS",
+    "TF_CUDNN_DETERMINISTIC", "TF_CUDNN_USE_AUTOTUNE", "TF_NUM_INTEROP_THREADS",
+    "TF_NUM_INTRAOP_THREADS", "TF_USE_LEGACY_KERAS", "TF_ENABLE_AUTO_MIXED_PRECISION",
+    "TF_FORCE_UNIFIED_MEMORY", "TF_GPU_HOST_MEM_LIMIT_IN_MB", "TF_CONFIG", "TF2_BEHAVIOR",
+    "TF_ENABLE_XLA",
 })
 ALLOWED_PREFIXES = (
     "LC_",  # locale
     "MATRIX_BENCH_",  # the tool's own (data directory, dataset mirror)
     *THREAD_PREFIXES, "MALLOC_",
     # frameworks and compilers
-    "ONEDNN_", "DNNL_", "TF_", "XLA_", "JAX_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
+    "ONEDNN_", "DNNL_", "XLA_", "JAX_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
     "TRITON_", "GLOO_",
     # GPUs and their collectives
     "CUDA_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "NCCL_", "NVIDIA_", "HIP_", "ROCR_", "HSA_",

@@ -81,6 +81,13 @@ def test_a_worker_is_given_settings_and_never_a_credential():
     assert worker_environment({**settings, **store}) == settings  # it may hold a password
     assert worker_environment({**settings, **PROXY})["HTTPS_PROXY"] == \
         "http://proxy.internal:3128"
+    # Terraform shares TensorFlow's prefix: its variables and credentials stay behind
+    terraform = {"TF_VAR_db_pass": "hunter2", "TF_VAR_github_pat": "ghp_" + "x" * 36,
+                 "TF_CLI_CONFIG_FILE": "/home/u/.terraformrc", "TF_TOKEN_app_example_io": "t"}
+    tensorflow = {"TF_CPP_MIN_LOG_LEVEL": "1", "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+                  "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"}
+    assert worker_environment({**settings, **terraform, **tensorflow}) == \
+        {**settings, **tensorflow}
 
 
 def test_a_proxy_with_a_password_never_enters_a_slurm_jobs_saved_environment(monkeypatch):
