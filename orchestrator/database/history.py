@@ -209,11 +209,17 @@ def best(rows: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
         found += [{"workload": workload, "best": "left out", "label": label,
                    "config_id": configs.get(label), "item_unit": answer.unit, "why": why,
                    "said": [why]} for label, why in answer.left_out.items()]
-    found_frame = pd.DataFrame(found)
+    found_frame = pd.DataFrame(found, columns=BEST_COLUMNS)  # every column, picks or none
     for column in ("repeats", "runs"):  # counts, empty for a configuration left out
         if column in found_frame:
             found_frame[column] = found_frame[column].astype("Int64")
     return found_frame
+
+
+# best's columns: a pick's (_answered) and a left-out configuration's `why`
+BEST_COLUMNS = ["workload", "best", "label", "config_id", "hardware", "stack", "items_per_s",
+                "item_unit", "usd_per_million_items", "repeats", "runs", "date", "run",
+                "location", "flags", "ties", "notes", "dropped", "best_guess", "said", "why"]
 
 
 def _answered(answer: Advice, question: str, pick: Projection, measured: pd.DataFrame

@@ -55,7 +55,9 @@ def duration_s(text: str, option: str = "--deadline") -> float:
 def measured_rows(rows: pd.DataFrame, workload: str | None) -> tuple[str, pd.DataFrame]:
     """The workload asked for (the runs' only one, if none is) and its rows that ended ok
     with a throughput; AdviseError where that is no single workload the runs measured."""
-    ok = rows[(rows["status"] == "ok") & rows["items_per_s"].notna()] if len(rows) else rows
+    # a run whose every cell failed has no throughput column at all
+    ok = rows[(rows["status"] == "ok") & rows["items_per_s"].notna()] \
+        if len(rows) and "items_per_s" in rows else rows.iloc[0:0]
     workloads = sorted(set(ok["workload"])) if len(ok) else []
     if not workloads:
         raise AdviseError("the runs hold no configuration with a throughput that ended ok")
