@@ -69,7 +69,9 @@ def advise_command(
     from rich.console import Console
 
     from orchestrator.report.advise import AdviseError, Job, advise, duration_s
+    from orchestrator.spec.job import job_from_options
 
+    job_from_options(items=items, budget=budget, grid_intensity=grid_intensity)  # bounds
     job = Job(items=items, deadline_s=duration_s(deadline) if deadline else None,
               budget_usd=budget, grid_g_per_kwh=grid_intensity, spot=spot,
               interruptions_per_day=interruptions_per_day,

@@ -69,7 +69,30 @@ def main() -> None:
     guard_logging()
     _show_matrix_warnings_in_one_line()
     try:
-        app()
+        # not standalone: a usage error the CLI framework finds itself (a value out of its
+        # range, not a choice, an unknown option) is one red line here, as a MatrixError
+        # is, not its boxed panel
+        code = app(standalone_mode=False)
+    except _usage_errors() as exc:
+        if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help
+            typer.secho(f"error: {getattr(exc, 'format_message', exc.__str__)()}", fg="red",
+                        err=True)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        typer.secho("error: aborted", fg="red", err=True)
+        sys.exit(1)
     except MatrixError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code)
+
+
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """The CLI framework's own errors of use: typer's (its click is built in since 0.26),
+    and click's where typer uses the click package."""
+    found: list[type[Exception]] = [typer.TyperException]
+    try:
+        import click
+    except ImportError:
+        return tuple(found)
+    return (*found, click.ClickException)

@@ -32,14 +32,14 @@ def dashboard_command(
     and no network."""
     from orchestrator.dashboard.build import DashboardError, build_dashboard
     from orchestrator.report.advise import duration_s
-    from orchestrator.spec.job import JobSpec
+    from orchestrator.spec.job import job_from_options
 
     job = None
     if items is not None:
         if deadline is not None:
             duration_s(deadline)  # a deadline that is not a duration: one line
-        job = JobSpec(items=items, workload=workload, deadline=deadline, budget=budget,
-                      grid_intensity=grid_intensity)
+        job = job_from_options(items=items, workload=workload, deadline=deadline,
+                               budget=budget, grid_intensity=grid_intensity)
     elif any(v is not None for v in (workload, deadline, budget, grid_intensity)):
         raise DashboardError("--workload, --deadline, --budget and --grid-intensity describe "
                              "a job: give its size with --items")

@@ -17,9 +17,9 @@ import re
 import warnings
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from orchestrator.errors import MatrixWarning
+from orchestrator.errors import MatrixError, MatrixWarning
 
 UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*")
@@ -66,6 +66,35 @@ class JobSpec(BaseModel):
     @property
     def deadline_s(self) -> float | None:
         return None if self.deadline is None else duration_s(self.deadline)
+
+
+class JobOptionError(MatrixError):
+    """A job given on the command line that a matrix's `job:` would refuse (an `inf`, a NaN,
+    more than 1e18 items, a negative budget)."""
+
+
+OPTIONS = {"items": "--items", "workload": "--workload", "deadline": "--deadline",
+           "budget": "--budget", "grid_intensity": "--grid-intensity"}
+
+
+def job_from_options(**fields: object) -> JobSpec:
+    """The job `matrix advise` and `matrix dashboard` were given (OPTIONS' fields), held to
+    a matrix's `job:` bounds (one rule: JobSpec); JobOptionError in one line that names the
+    option. An unbounded job once made every time and cost inf and wrote JSON's Infinity,
+    which a browser refuses."""
+    try:
+        return JobSpec(**fields)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else "items"
+        value, bound = fields.get(field), (error.get("ctx") or {})
+        why = {"finite_number": "not a finite number",
+               "less_than_equal": f"a job is at most {bound.get('le', 0):g}",
+               "greater_than": f"a job's is above {bound.get('gt', 0):g}",
+               "greater_than_equal": f"a job's is at least {bound.get('ge', 0):g}"}.get(
+                   error["type"], error["msg"])
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        raise JobOptionError(f"{OPTIONS.get(field, field)} {shown}: {why}") from None
 
 
 JOB_FILE = "job.json"
