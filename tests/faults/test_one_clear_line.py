@@ -51,6 +51,62 @@ def test_compare_with_a_run_whose_every_cell_failed_is_no_regression(tmp_path):
                        "(4 failed)")
 
 
+def test_advise_and_explain_of_a_run_whose_every_cell_failed_is_one_line(tmp_path):
+    """A broken nightly (every cell failed) was a KeyError traceback in both."""
+    failed = a_run(tmp_path / "failed", all_failed)
+    for args in (["advise", str(failed), "--items", "1e6"], ["explain", str(failed)]):
+        one_line(run_cli(*args, cwd=tmp_path),
+                 "the runs hold no configuration with a throughput that ended ok")
+
+
+def test_history_best_of_a_store_whose_every_row_is_implausible_says_why(tmp_path):
+    """Seed 000's P100 journal alone: a KeyError traceback in the table; now the
+    configuration left out, with why, in every format."""
+    p100 = a_run(tmp_path / "p100", lambda r: r if "p100" in r["config_id"] else None)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert run_cli("db", "import", str(p100), "--db", url, cwd=tmp_path).returncode == 0
+    shown = run_cli("history", "best", "--db", url, cwd=tmp_path)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    said = " ".join(shown.stdout.split())
+    assert "left out p100" in said and "implausible: 13.2x the fp32 peak" in said
+    data = run_cli("history", "best", "--db", url, "--format", "json", cwd=tmp_path)
+    assert data.returncode == 0, data.stderr
+    assert [(r["best"], r["configuration"]) for r in json.loads(data.stdout)] == \
+        [("left out", "p100")]
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--items", "inf", "--items inf: not a finite number"),
+    ("--items", "1e400", "--items inf: not a finite number"),
+    ("--items", "1e19", "--items 1e+19: a job is at most 1e+18"),
+    ("--budget", "inf", "--budget inf: not a finite number"),
+    ("--grid-intensity", "1e400", "--grid-intensity inf: not a finite number"),
+])
+def test_a_job_past_a_matrixs_bounds_is_one_line_on_advise_and_the_dashboard(
+        tmp_path, option, value, says):
+    """--items inf made every time and cost inf and wrote JSON's Infinity; 1e19 on the
+    dashboard was a pydantic traceback. The bounds are a matrix's `job:` bounds."""
+    run = a_run(tmp_path / "run")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert run_cli("db", "import", str(run), "--db", url, cwd=tmp_path).returncode == 0
+    job = ["--items", "1e6"] if option != "--items" else []
+    for args in (["advise", str(run), "--workload", "lstm_lm"],
+                 ["dashboard", "-o", str(tmp_path / "site"), "--db", url]):
+        one_line(run_cli(*args, *job, option, value, cwd=tmp_path), says)
+    assert not (tmp_path / "site").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["advise", "run", "--items", "1e6", "--budget", "-1"], "Invalid value for '--budget'"),
+    (["plan", "m.yaml", "--format", "xml"], "Invalid value for '--format'"),
+    (["run", "m.yaml", "--nope"], "No such option: --nope"),
+    (["advise"], "Missing option '--items'"),
+])
+def test_what_the_cli_framework_checks_itself_is_one_red_line(tmp_path, args, says):
+    """A range, a choice, an unknown option or a missing one printed a 5-6 line box."""
+    one_line(run_cli(*args, cwd=tmp_path), says)
+
+
 def test_a_report_of_a_journal_without_a_cell_says_so(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
