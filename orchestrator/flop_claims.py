@@ -3,9 +3,10 @@ a command workload's matrix entry, a number or an arithmetic expression of its n
 parameters, such as `6 * 124e6 * seq_len` or `2 * hidden ** 2 * layers * 3`.
 
 The expression is parsed, never run: numbers, parameter names, + - * / // % **, unary
-signs, parentheses, and min() and max(). The worker records its value on every epoch row,
-and the report's judge treats it as the workload's own claim (report/judge.py: flop_count),
-holding its FLOP/s to the device's peak like any other.
+signs, parentheses, and min() and max() of two or more values. Its shape is checked once;
+its value at each cell's own parameters (never at stand-ins). The worker records its value
+on every epoch row, and the report's judge treats it as the workload's own claim
+(report/judge.py: flop_count), holding its FLOP/s to the device's peak like any other.
 """
 
 from __future__ import annotations
@@ -30,13 +31,19 @@ class FlopClaimError(ValueError):
     """A `flops_per_item` that is no expression of the parameters, or no positive count."""
 
 
+class FlopValueError(FlopClaimError):
+    """An expression of the right kind whose value at some parameters is no real number
+    (a negative number to a fractional power, an exponent past MAX_EXPONENT): judged at a
+    cell's own values, never at the stand-in values of its shape's check."""
+
+
 def names_in(claim: float | str) -> set[str]:
     """The parameter names `claim` reads; FlopClaimError where it is not an expression of
     the kind this module evaluates."""
     if not isinstance(claim, str):
         return set()
     tree = _parsed(claim)
-    with contextlib.suppress(ZeroDivisionError, OverflowError):
+    with contextlib.suppress(ZeroDivisionError, OverflowError, FlopValueError):
         _walk(tree, lambda name: 1.0)  # its shape; its values are checked per cell
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)} - set(FUNCTIONS)
 
@@ -86,10 +93,14 @@ def _walk(node: ast.expr, value_of: Callable[[str], float]) -> float:
     if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
         left, right = _walk(node.left, value_of), _walk(node.right, value_of)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise FlopClaimError(f"an exponent of {right:g} is beyond {MAX_EXPONENT}")
-        return float(OPERATORS[type(node.op)](left, right))
+            raise FlopValueError(f"an exponent of {right:g} is beyond {MAX_EXPONENT}")
+        value = OPERATORS[type(node.op)](left, right)
+        if isinstance(value, complex):  # (-56) ** 0.5
+            raise FlopValueError(f"{ast.unparse(node)!r} is no real number here ({left:g} "
+                                 f"** {right:g})")
+        return float(value)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id in FUNCTIONS and node.args and not node.keywords:
+            and node.func.id in FUNCTIONS and len(node.args) >= 2 and not node.keywords:
         return float(FUNCTIONS[node.func.id](*(_walk(a, value_of) for a in node.args)))
     raise FlopClaimError(f"{ast.unparse(node)!r}: flops_per_item takes numbers, parameter names, "
-                         "+ - * / // % **, parentheses, min() and max()")
+                         "+ - * / // % **, parentheses, min() and max() of two or more values")

@@ -190,6 +190,13 @@ def test_the_client_run_by_hand_prints_and_records_nothing(tmp_path):
      "workloads[0].flops_per_item", "flops_per_item takes numbers, parameter names"),
     ("{name: s, command: [python], flops_per_item: -3}", "workloads[0].flops_per_item",
      "flops_per_item is -3.0: it must be a positive number"),
+    # once a TypeError traceback: max() of one value
+    ("{name: s, command: [python], params: {seq_len: 8}, flops_per_item: 'max(seq_len)'}",
+     "workloads[0].flops_per_item", "min() and max() of two or more values"),
+    # judged at the real values: (8 - 200) ** 0.5 is no real number (once a complex one)
+    ("{name: s, command: [python], params: {seq_len: 8}, "
+     "flops_per_item: '(seq_len - 200) ** 0.5 * 1e9'}", "workloads[0].flops_per_item",
+     "'(seq_len - 200) ** 0.5' is no real number here (-192 ** 0.5)"),
     ("{name: sleep, flops_per_item: 5}", "workloads[0].flops_per_item",
      "only a command workload (command:) takes this"),
 ])
@@ -349,3 +356,21 @@ def test_a_commands_own_flop_count_gives_its_flops_judged_against_the_peak(tmp_p
     uncounted = run_train(tmp_path, "plain", "{name: counted, command: [python, train.py, "
                                              "--batch-size, '8']}")
     assert "give the command's `flops_per_item:`" in (uncounted / "report.md").read_text()
+
+
+def test_a_flop_claim_is_judged_at_the_parameters_values_not_at_stand_ins(tmp_path):
+    """`(seq_len - 200) ** 0.5 * 1e9` is a real count at seq_len 256; the shape check once
+    set every parameter to 1.0 and died on (1 - 200) ** 0.5, a complex number."""
+    path = write(tmp_path / "m.yaml", """
+        name: claim
+        hardware: [{name: box, kind: local}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: s, command: [python, -c, pass], params: {seq_len: [256, 300]},
+                     flops_per_item: "(seq_len - 200) ** 0.5 * 1e9"}]
+        """)
+    done = run_cli("validate", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    from orchestrator.flop_claims import flops_per_item
+
+    assert flops_per_item("(seq_len - 200) ** 0.5 * 1e9", {"seq_len": 256}) == \
+        pytest.approx(56 ** 0.5 * 1e9)
