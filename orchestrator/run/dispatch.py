@@ -34,6 +34,7 @@ from orchestrator.registry.providers import provider_for
 from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.run.budget import BudgetGuard
 from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S, StartWatch
+from orchestrator.run.ray_address import check_reachable
 from orchestrator.spec.model import Hardware
 
 HW_PREFIX = "hw:"
@@ -128,6 +129,7 @@ class RayDispatcher:
                          log_to_driver=False, object_store_memory=EMBEDDED_OBJECT_STORE_BYTES,
                          configure_logging=False, namespace="matrix-bench")
             else:
+                check_reachable(self.address or "")  # ray.init would retry for minutes
                 ray.init(address=self.address, log_to_driver=False, configure_logging=False,
                          namespace="matrix-bench")
         except (ConnectionError, RuntimeError, ValueError) as exc:

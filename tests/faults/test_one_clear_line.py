@@ -107,6 +107,23 @@ def test_what_the_cli_framework_checks_itself_is_one_red_line(tmp_path, args, sa
     one_line(run_cli(*args, cwd=tmp_path), says)
 
 
+def test_a_ray_address_where_nothing_listens_is_one_line_in_seconds(tmp_path):
+    """`--ray-address 127.0.0.1:PORT` with nothing there printed nothing for 822 s (Ray
+    reconnecting) before its error; the address is tried first, and named."""
+    import socket
+
+    with socket.socket() as free:  # a port nothing listens on once it is closed
+        free.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{free.getsockname()[1]}"
+    (tmp_path / "m.yaml").write_text(
+        "name: far\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\n"
+        "workloads: [{name: sleep, params: {seconds: 0.1}}]\n")
+    one_line(run_cli("run", "m.yaml", "--ray-address", address, "--db", "none",
+                     cwd=tmp_path, timeout=60),
+             f"cannot reach Ray at {address}: connection refused")
+
+
 def test_a_report_of_a_journal_without_a_cell_says_so(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
