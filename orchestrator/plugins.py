@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable
 from typing import TypeVar
 
-from orchestrator.errors import MatrixWarning
+from orchestrator.errors import MatrixWarning, first_line
 
 EXECUTORS = "matrix_bench.executors"
 PROVIDERS = "matrix_bench.providers"
@@ -47,8 +47,10 @@ def load_plugins(group: str, kind: type[Kind], taken: Callable[[], list[str]],
             try:
                 found = entry.load()
                 made = found if isinstance(found, kind) or not callable(found) else found()
-            except Exception as exc:  # a plugin's own bug or missing dependency
-                warnings.warn(f"{where} cannot be loaded: {exc}", MatrixWarning, stacklevel=2)
+            except (Exception, SystemExit) as exc:  # its own bug, a missing dependency,
+                # or its sys.exit() at import: the plugin's failure, not the command's
+                warnings.warn(f"{where} cannot be loaded: {type(exc).__name__}: "
+                              f"{first_line(exc)}", MatrixWarning, stacklevel=2)
                 continue
             if not isinstance(made, kind):
                 warnings.warn(f"{where} is not a {kind.__name__}", MatrixWarning, stacklevel=2)

@@ -334,3 +334,53 @@ def test_no_executor_or_hardware_kind_is_compared_outside_its_own_package():
                     found += [f"{relative}:{node.lineno}" for value in values
                               if isinstance(value, ast.Constant) and value.value in names]
     assert found == []
+
+
+BROKEN_FILES = {
+    "broken_plugins/__init__.py": "",
+    # a provider whose SDK is missing: registered, its load raises (the lazy case)
+    "broken_plugins/lab.py": (
+        "from orchestrator.providers import ProviderKind\n\n\n"
+        "def _load():\n    import lab_sdk_not_installed  # noqa: F401\n\n\n"
+        "KIND = ProviderKind('lab', ('lab',), _load)\n"),
+    # an executor plugin that ends the process as it is imported
+    "broken_plugins/quits.py": "import sys\n\nsys.exit(3)\n",
+}
+BROKEN_ENTRY_POINTS = ("[matrix_bench.providers]\nlab = broken_plugins.lab:KIND\n"
+                       "[matrix_bench.executors]\nquits = broken_plugins.quits:KIND\n")
+
+
+def test_a_broken_plugin_is_named_once_and_refuses_only_matrices_of_its_kind(tmp_path):
+    """A provider whose load raised broke `validate` and `run` of every matrix with an
+    ImportError traceback; an executor plugin's sys.exit(3) at import made them exit 3
+    without a word. Each is one warning naming it; only a matrix using its kind is
+    refused, in one located line."""
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--no-index", "--target", str(target),
+                    str(wheel(tmp_path, "broken-plugins", "1.0", files=BROKEN_FILES,
+                              entry_points=BROKEN_ENTRY_POINTS))], check=True)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(target),
+                                                       os.environ.get("PYTHONPATH")]))}
+    (tmp_path / "here.yaml").write_text(
+        "name: here\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: p, executor: process}]\n"
+        "workloads: [{name: sleep, params: {seconds: 0.1}}]\n")
+    (tmp_path / "lab.yaml").write_text(
+        "name: lab\nhardware: [{name: bench, kind: lab}]\n"
+        "stacks: [{name: p, executor: process}]\n"
+        "workloads: [{name: sleep, params: {seconds: 0.1}}]\n")
+    fine = run_cli("validate", "here.yaml", cwd=tmp_path, env=env)
+    assert fine.returncode == 0 and "Traceback" not in fine.stderr, fine.stderr
+    warned = [line for line in fine.stderr.splitlines() if line.startswith("warning:")]
+    assert any("quits = 'broken_plugins.quits:KIND'" in w and "SystemExit: 3" in w
+               for w in warned), fine.stderr
+    ran = run_cli("run", "here.yaml", "--no-ray", "--db", "none", cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert sum("provider 'lab'" in line for line in ran.stderr.splitlines()) <= 1
+    refused = run_cli("validate", "lab.yaml", cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "lab.yaml:2: hardware[0].kind: the provider 'lab' " \
+        "(hardware kind lab) cannot be loaded: ModuleNotFoundError: No module named " \
+        "'lab_sdk_not_installed'" in errors[0], refused.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,17 +271,47 @@ def setting_owners(key: str) -> list[str]:
             if key in provider.settings_model().model_fields for kind in provider.hardware_kinds]
 
 
+class ProviderLoadError(MatrixError):
+    """A registered provider whose implementation cannot be loaded (its SDK missing, its
+    own bug), asked for by a matrix that uses one of its hardware kinds."""
+
+
 def provider_for(hardware_kind: str) -> Provider:
-    """The provider that offers `hardware_kind`."""
-    return registered_for(hardware_kind).load()
+    """The provider that offers `hardware_kind`; ProviderLoadError where it cannot load."""
+    return provider_named(registered_for(hardware_kind).name)
 
 
 def provider_named(name: str) -> Provider:
-    return _registry()[name].load()
+    """The provider registered as `name`; ProviderLoadError where it cannot load."""
+    loaded = _loaded(_registry()[name])
+    if isinstance(loaded, str):
+        raise ProviderLoadError(loaded)
+    return loaded
 
 
 def providers() -> list[Provider]:
-    return [_registry()[name].load() for name in provider_names()]
+    """Every provider that loads: one that cannot is a warning naming it (once), and is
+    left out of the questions every provider is asked, so a broken plugin refuses only the
+    matrices that use its kinds (provider_for), never the rest."""
+    return [p for name in provider_names()
+            if not isinstance(p := _loaded(_registry()[name]), str)]
+
+
+@functools.cache
+def _loaded(kind: ProviderKind) -> Provider | str:
+    """The provider `kind` registers, or the one line that says why it cannot be loaded
+    (warned the first time). SystemExit is caught too: a plugin's `sys.exit()` at import
+    is its failure, not the command's."""
+    from orchestrator.errors import MatrixWarning, first_line
+
+    try:
+        return kind.load()
+    except (Exception, SystemExit) as exc:
+        why = (f"the provider {kind.name!r} (hardware kind "
+               f"{', '.join(kind.hardware_kinds)}) cannot be loaded: {type(exc).__name__}: "
+               f"{first_line(exc)}")
+        warnings.warn(why, MatrixWarning, stacklevel=2)
+        return why
 
 
 def remove_leftovers(names: list[str], owned_runs: set[str], dry_run: bool, region: str

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING
 from orchestrator.images.locks import lock_pins, normalise
 from orchestrator.plan.cells import Cell, check_grid, expand
 from orchestrator.registry.executors import executor_names, needs_image
-from orchestrator.registry.providers import hardware_kinds, provider_for, providers
+from orchestrator.registry.providers import (
+    ProviderLoadError,
+    hardware_kinds,
+    provider_for,
+    providers,
+)
 from orchestrator.spec.checks import (
     check_image_files,
     check_repeats,
@@ -69,7 +74,11 @@ def _check_registered(spec: MatrixSpec, doc: LocatedYaml) -> None:
                             f"{hardware.kind!r} is not allowed: expected "
                             f"{' or '.join(repr(k) for k in kinds)} (the kinds the registered "
                             "providers offer)")
-        if problem := provider_for(hardware.kind).hardware_problem(hardware):
+        try:
+            provider = provider_for(hardware.kind)
+        except ProviderLoadError as exc:  # a broken plugin refuses only its own kinds
+            raise doc.error(("hardware", index, "kind"), str(exc)) from None
+        if problem := provider.hardware_problem(hardware):
             raise doc.error(("hardware", index), problem)
 
 
