@@ -97,6 +97,11 @@ def run_frame(store: RunDirectory) -> pd.DataFrame:
     return derived(recorded(store), ceiling_probes(store))
 
 
+# what tells one attempt of a cell from another, and a copy's from its original: the same
+# fields as the results store's attempt_id (database/rows.py)
+ATTEMPT_IDENTITY = ("run", "cell_id", "attempts", "started_at", "wall_s")
+
+
 def merged_frame(stores: list[RunDirectory]) -> pd.DataFrame:
     """One DataFrame of every run's rows; `run_dir` says which run directory each came from
     (two runs of one matrix share their `run` name). Scaling is derived again over all of
@@ -104,8 +109,15 @@ def merged_frame(stores: list[RunDirectory]) -> pd.DataFrame:
     import pandas as pd
 
     frames, probes = [], []
+    seen: set[tuple[object, ...]] = set()
     for store in stores:
         frame = recorded(store)
+        # an attempt a run and its copy elsewhere both hold is read once (as `db import`
+        # of a copy adds nothing): its identity is what no copy changes (database/rows.py)
+        keys = list(frame[[c for c in ATTEMPT_IDENTITY if c in frame]]
+                    .itertuples(index=False, name=None)) if len(frame) else []
+        frame = frame[[key not in seen for key in keys]] if seen else frame
+        seen.update(keys)
         frame.insert(0, "run_dir", store.root.name)
         frames.append(frame)
         probes.append(ceiling_probes(store).assign(run_dir=store.root.name))

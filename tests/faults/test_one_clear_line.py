@@ -218,6 +218,26 @@ def test_the_same_run_named_twice_is_one_run(tmp_path):
         len(pd.read_parquet(run / "results.parquet"))
 
 
+def test_a_run_and_its_copy_elsewhere_are_one_run_and_a_cell_more_is_kept(tmp_path):
+    """`matrix report RUN COPY` counted each attempt twice (as `db import` of a copy does
+    not); an attempt only the copy holds is still read."""
+    run = a_run(tmp_path / "run")
+    copy = a_run(tmp_path / "copy")
+    records = [json.loads(line) for line in (copy / "results.jsonl").read_text().splitlines()]
+    again = [{**r, "cell_id": r["cell_id"] + "-later"} for r in records
+             if r["cell_id"] == records[0]["cell_id"]]  # one cell more, its batch whole
+    with open(copy / "results.jsonl", "a") as journal:
+        journal.write("".join(json.dumps(r) + "\n" for r in again))
+    done = run_cli("report", str(run), str(copy), "-o", str(tmp_path / "both"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert run_cli("report", str(run), cwd=tmp_path).returncode == 0
+    both = pd.read_parquet(tmp_path / "both" / "results.parquet")
+    alone = pd.read_parquet(run / "results.parquet")
+    added = sum(1 for r in again if r["record"] == "measurement") or 1
+    assert len(both) == len(alone) + added, (len(both), len(alone))
+    assert set(both.loc[both["run_dir"] == "copy", "cell_id"]) == {again[0]["cell_id"]}
+
+
 def test_a_report_never_overwrites_another_runs_folder(tmp_path):
     mine, theirs = a_run(tmp_path / "mine"), a_run(tmp_path / "theirs")
     assert run_cli("report", str(theirs), cwd=tmp_path).returncode == 0
