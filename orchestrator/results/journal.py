@@ -1,16 +1,18 @@
 """One journal line as one record: parsed, checked and migrated, or refused with a reason.
 
 A journal is edited by people and torn by kills, so any line may be anything: not JSON,
-JSON that is not an object (`42`, `null`, `[1, 2]`), a record with no usable
-`schema_version`, or one a newer matrix-bench wrote. Each is a `JournalLineError`, which
-the reader turns into a warning that names the file and the line, and then reads on; the
-line itself stays where it is. A newer version is also what a sweep must not append
-beside (`newest_version`): mixing versions in one journal would make it unreadable to both.
+JSON that is not an object (`42`, `null`, `[1, 2]`), JSON's `Infinity` or `NaN` (no figure
+is one), a record with no usable `schema_version`, or one a newer matrix-bench wrote. Each
+is a `JournalLineError`, which the reader turns into a warning that names the file and the
+line, and then reads on; the line itself stays where it is. A newer version is also what
+a sweep must not append beside (`newest_version`): mixing versions in one journal would make
+it unreadable to both.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,7 +36,9 @@ class NewerRecordError(JournalLineError):
 def parse_line(line: bytes | str) -> Record:
     """The record on a journal line, migrated to SCHEMA_VERSION; JournalLineError if none."""
     try:
-        raw = json.loads(line)
+        raw = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
+    except NonFiniteNumberError as exc:
+        raise JournalLineError(str(exc)) from None
     except ValueError as exc:
         raise JournalLineError(f"not JSON ({_short(exc)})") from None
     except RecursionError:  # 100,000 nested brackets: no record nests that deep
@@ -46,6 +50,22 @@ def parse_line(line: bytes | str) -> Record:
         return parse_record(raw)
     except (ValueError, ValidationError) as exc:  # pydantic's errors are ValueErrors too
         raise JournalLineError(_short(exc)) from None
+
+
+class NonFiniteNumberError(ValueError):
+    """JSON's Infinity or NaN, or a number past a float's range (1e400): no figure this tool
+    writes is one (pydantic writes null), and a browser's JSON.parse refuses them."""
+
+
+def _no_constant(name: str) -> float:
+    raise NonFiniteNumberError(f"holds {name}, which no measured figure is (a corrupt timer?)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NonFiniteNumberError(f"holds {text[:40]}, past what a number can hold")
+    return value
 
 
 def migrated(raw: dict[str, Any]) -> dict[str, Any]:

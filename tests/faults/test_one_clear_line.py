@@ -150,6 +150,30 @@ def test_a_line_of_nested_brackets_is_a_located_warning_on_every_path(tmp_path):
             assert "results.jsonl:17: unreadable line skipped: nested too deep" in done.stderr
 
 
+@pytest.mark.parametrize("figure", ["Infinity", "NaN", "1e400"])
+def test_a_non_finite_figure_in_a_journal_is_a_located_warning_and_never_stored(tmp_path,
+                                                                               figure):
+    """A journal carrying JSON's Infinity (a corrupt timer) was imported, and blanked the
+    dashboard's pages (a browser's JSON.parse refuses it). The line is unreadable, said
+    where, on every path; nothing non-finite reaches the store or the site."""
+    run = a_run(tmp_path / "run")
+    lines = (run / "results.jsonl").read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1) if '"measurement"' in line)
+    record = json.loads(lines[number - 1])
+    lines[number - 1] = json.dumps(record).replace(
+        f'"items_per_s": {json.dumps(record["items_per_s"])}', f'"items_per_s": {figure}')
+    assert figure in lines[number - 1]
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = run_cli("db", "import", str(run), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"results.jsonl:{number}: unreadable line skipped: holds {figure}" in done.stderr
+    site = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert site.returncode == 0, site.stderr
+    for page in (tmp_path / "site").rglob("*.html"):
+        assert "Infinity" not in page.read_text() and "NaN" not in page.read_text(), page
+
+
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
 def test_a_journal_that_is_no_file_is_one_line_and_never_blocks(tmp_path, kind):
     run = tmp_path / "odd"
