@@ -107,6 +107,9 @@ def test_the_cli_writes_the_validated_config_and_the_group_it_names(tmp_path, mo
     ("0.0.0.0/0", "0.0.0.0/0 would open SSH to the internet at large"),
     ("::/0", "::/0 would open SSH to the internet at large"),
     ("8.0.0.0/8", "8.0.0.0/8 would open SSH to the internet at large"),
+    # once "would open SSH to the internet at large": it opens nothing, and reaches nothing
+    ("127.0.0.0/8", "127.0.0.0/8 is this machine's own (loopback, link-local or "
+                    "unspecified), which no EC2 node is reached from"),
     ("not-a-cidr", "'not-a-cidr' is not an address range"),
     ("198.51.100.1/24", "'198.51.100.1/24' has host bits set: write 198.51.100.0/24")])
 def test_the_cli_refuses_an_ssh_range_it_would_not_validate(tmp_path, cidr, why):

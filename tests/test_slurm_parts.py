@@ -108,6 +108,12 @@ def test_the_filesystem_of_a_path_is_read_from_the_mount_table(tmp_path):
     ("{name: n, kind: slurm}", "hardware[0]", "kind slurm needs a partition"),
     ("{name: n, kind: slurm, partition: p, time_limit: 2h}", "hardware[0]",
      "time_limit '2h' is not a Slurm time limit"),
+    # Slurm reads both as no limit (sbatch --time=0 too): planned as 0.00 node-hours before,
+    # and UNLIMITED was refused as a form "Slurm cannot read"
+    ("{name: n, kind: slurm, partition: p, time_limit: '0'}", "hardware[0]",
+     "time_limit '0' means no limit to Slurm, and matrix-bench plans no unbounded cost"),
+    ("{name: n, kind: slurm, partition: p, time_limit: UNLIMITED}", "hardware[0]",
+     "time_limit 'UNLIMITED' means no limit to Slurm"),
     ("{name: n, kind: local, partition: p}", "hardware[0].partition",
      "partition applies to kind slurm only"),
     ("{name: n, kind: ec2, instance_type: p3.2xlarge, mem_gb: 4}", "hardware[0].mem_gb",

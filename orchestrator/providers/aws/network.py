@@ -45,6 +45,11 @@ def ssh_cidr_problem(text: str) -> str | None:
     if any(network.version == private.version and network.subnet_of(private)  # type: ignore[arg-type]
            for private in PRIVATE_RANGES):
         return None
+    if network.is_loopback or network.is_link_local or (network.is_unspecified and
+            network.prefixlen == network.max_prefixlen):
+        return (f"{network} is this machine's own (loopback, link-local or unspecified), "
+                "which no EC2 node is reached from: give the public address you run matrix "
+                "from (/32), or a private range your VPN or VPC uses")
     widest = WIDEST_PUBLIC_PREFIX[network.version]
     if network.prefixlen < widest:
         single = network.max_prefixlen

@@ -38,9 +38,16 @@ class SlurmProvider(BaseProvider):
         asks = slurm_settings(hardware)
         if not asks.partition:
             return "kind slurm needs a partition (e.g. partition: gpu)"
-        if asks.time_limit is not None and time_limit_s(asks.time_limit) is None:
-            return (f"time_limit {asks.time_limit!r} is not a Slurm time limit: minutes, "
-                    "MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. \"02:00:00\")")
+        if asks.time_limit is not None:
+            limit = time_limit_s(asks.time_limit)
+            if asks.time_limit.strip().upper() in ("UNLIMITED", "INFINITE") or limit == 0:
+                # Slurm reads these (and `--time=0`) as no limit at all: a cost no plan bounds
+                return (f"time_limit {asks.time_limit!r} means no limit to Slurm, and "
+                        "matrix-bench plans no unbounded cost: give the most a cell may take "
+                        "(e.g. \"02:00:00\")")
+            if limit is None:
+                return (f"time_limit {asks.time_limit!r} is not a Slurm time limit: minutes, "
+                        "MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. \"02:00:00\")")
         return None
 
     def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
