@@ -190,8 +190,15 @@ def test_an_image_stack_without_its_lock_file_is_noted_and_cannot_render(matrix_
                        + "images: {locks: locks}\n")
     (problem,) = image_problems(load_spec(path))
     assert f"stack t2: no lock file {tmp_path / 'locks' / 't2.txt'} yet" in problem
+    # the commands it names are ones `matrix lock` takes (once: `matrix lock WHEELHOUSE -o`)
+    assert "`matrix lock MATRIX --stack t2`" in problem
+    assert "`matrix lock --wheelhouse DIR -o " in problem
     done = run_cli("validate", str(path), cwd=tmp_path)
     assert done.returncode == 0 and f"note: {problem}" in done.stdout
+    nothing = run_cli("lock", str(matrix_file(GOOD)), cwd=tmp_path)  # once: exit 0, silent
+    assert nothing.returncode == 2 and nothing.stderr.strip().splitlines() == [
+        "error: nothing to lock: no stack of matrix 'demo' runs in an image (its stacks run "
+        "with process, in this Python)"], nothing.stderr
 
 
 def test_image_paths_resolve_against_the_matrix_file(matrix_file, tmp_path):

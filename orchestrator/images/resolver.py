@@ -75,6 +75,10 @@ def make_locks(spec: MatrixSpec, names: list[str], say: Callable[[str], None]) -
     from orchestrator.registry.executors import needs_image
 
     stacks = {s.name: s for s in spec.stacks if needs_image(s)}
+    if not stacks:  # once: exit 0, and not a word
+        executors = sorted({s.effective_executor for s in spec.stacks})
+        raise LockError(f"nothing to lock: no stack of matrix {spec.name!r} runs in an image "
+                        f"(its stacks run with {', '.join(executors)}, in this Python)")
     unknown = [n for n in names if n not in stacks]
     if unknown:
         raise LockError(f"--stack {unknown[0]}: no stack of the matrix with that name runs in "

@@ -78,8 +78,9 @@ def render(stack: Stack, images: Images,
         lock = lock_path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ImageError(f"stack {stack.name}: no lock file {lock_path} yet: pin its packages "
-                         f"with hashes (`matrix lock WHEELHOUSE -o {lock_path}`, "
-                         "images/README.md)") from None
+                         f"with hashes (`matrix lock MATRIX --stack {stack.name}`, or offline "
+                         f"`matrix lock --wheelhouse DIR -o {lock_path}`; images/README.md)"
+                         ) from None
     except OSError as exc:
         raise ImageError(f"stack {stack.name}: cannot read its lock file {lock_path}: "
                          f"{exc.strerror}") from None
