@@ -10,8 +10,8 @@ import pytest
 from orchestrator.providers.slurm.commands import _fields, _gres_gpus
 from orchestrator.providers.slurm.jobs import _ranges, comment, parse_comment, time_limit_s
 from orchestrator.providers.slurm.outcomes import TaskState, _indices, ended_status, merged
-from orchestrator.providers.slurm.provider import filesystem_type
 from orchestrator.results.records import Status
+from orchestrator.validate.output import filesystem_type
 from tests.conftest import run_cli, write
 
 

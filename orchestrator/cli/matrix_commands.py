@@ -161,10 +161,14 @@ def validate(
     still need before they can build (a lock file). A framework version newer than the
     release tables is looked up on the package index (5 s at most)."""
     from orchestrator.cli.plan_view import grid_counts, validation_notes
+    from orchestrator.errors import RunDirError
     from orchestrator.spec.release_index import ReleaseIndex
     from orchestrator.validate import load_spec
+    from orchestrator.validate.output import output_problem
 
     spec = load_spec(matrix_file, ReleaseIndex.offline() if offline else ReleaseIndex.here())
+    if spec.output and (problem := output_problem(spec.output)):  # as `run` would find it
+        raise RunDirError(f"{matrix_file}: output: {problem}")
     typer.echo(f"{matrix_file}: ok: {grid_counts(spec)}; `matrix plan` says which run here")
     for note in validation_notes(spec):
         typer.echo(f"note: {note}")

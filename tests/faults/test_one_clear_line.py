@@ -124,6 +124,21 @@ def test_a_ray_address_where_nothing_listens_is_one_line_in_seconds(tmp_path):
              f"cannot reach Ray at {address}: connection refused")
 
 
+@pytest.mark.parametrize(("output", "says"), [
+    ("/proc/self", "output: /proc/self is on proc, a filesystem of the kernel's"),
+    ("afile/run", "is not a folder, so no run folder can be made at afile/run"),
+])
+def test_validate_refuses_an_output_that_run_would(tmp_path, output, says):
+    """`output: /proc/self` validated "ok" while `matrix run` refused it."""
+    (tmp_path / "afile").write_text("not a folder")
+    (tmp_path / "m.yaml").write_text(
+        f"name: o\noutput: {output}\nhardware: [{{name: box, kind: local}}]\n"
+        "stacks: [{name: p, executor: process}]\n"
+        "workloads: [{name: sleep, params: {seconds: 0.1}}]\n")
+    one_line(run_cli("validate", "m.yaml", cwd=tmp_path), says)
+    assert run_cli("run", "m.yaml", "--no-ray", "--db", "none", cwd=tmp_path).returncode == 2
+
+
 def test_a_report_of_a_journal_without_a_cell_says_so(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -20,6 +20,7 @@ from orchestrator.providers import BaseProvider, CellGroup, Launch, Say
 from orchestrator.providers.slurm import commands
 from orchestrator.providers.slurm.jobs import NAME_PREFIX, time_limit_s
 from orchestrator.providers.slurm.settings import slurm_settings
+from orchestrator.validate.output import filesystem_type
 
 if TYPE_CHECKING:
     from orchestrator.hardware.local import LocalMachine
@@ -168,28 +169,6 @@ def _check_shared(run_dir: Path, partition: commands.Partition) -> None:
             f"the run directory {run_dir} is on {kind}, local to this machine, and the nodes "
             f"of partition {partition.name} ({hosts}) cannot read it: put the run on a "
             "filesystem they share (output: in the matrix, or --output)")
-
-
-def filesystem_type(path: Path) -> str:
-    """The type of the filesystem `path` (or its nearest existing parent) is on, from the
-    longest mount point above it in /proc/mounts; "" where that cannot be read."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    best, kind = "", ""
-    try:
-        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return ""
-    target = str(path.resolve())
-    for line in mounts:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
 
 
 PROVIDER = SlurmProvider()
