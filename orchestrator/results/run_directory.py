@@ -50,6 +50,7 @@ PARQUET = "results.parquet"
 REPORT = "report.md"
 LOCK = "run.lock"
 FULL = (errno.ENOSPC, errno.EDQUOT)  # what a full disk or quota raises
+_SAID: set[str] = set()  # the unusable lines this process has warned of: each said once
 
 
 class JournalWarning(MatrixWarning):
@@ -205,13 +206,15 @@ class RunDirectory:
         """Every usable record in journal order. Each unusable line is a warning that names
         the file and the line, and stays where it is."""
         records: list[Record] = []
-        for number, line, last in self._lines():
+        for number, line, torn in self._lines():
             try:
                 records.append(parse_line(line))
             except JournalLineError as exc:
-                what = "torn last line (a kill while writing?)" if last else "unreadable line"
-                warnings.warn(f"{self.journal}:{number}: {what} skipped: {exc}",
-                              JournalWarning, stacklevel=2)
+                what = "torn last line (a kill while writing?)" if torn else "unreadable line"
+                said = f"{self.journal}:{number}: {what} skipped: {exc}"
+                if said not in _SAID:  # a command reads a journal up to three times
+                    _SAID.add(said)
+                    warnings.warn(said, JournalWarning, stacklevel=2)
         return records
 
     def check_appendable(self, run: str) -> None:
@@ -238,14 +241,14 @@ class RunDirectory:
                     "matrix name per run directory (give this one another -o)")
 
     def _lines(self) -> Iterator[tuple[int, bytes, bool]]:
-        """(line number, line, whether it is the last) of each non-empty journal line."""
+        """(line number, line, whether it is torn: the journal's end, with no newline after
+        it) of each non-empty journal line."""
         if not own_file(self.journal):  # a link is not followed; a FIFO would block
             return
         lines = self.journal.read_bytes().split(b"\n")
-        end = len(lines) - (0 if lines[-1] else 1)
         for number, line in enumerate(lines, start=1):
             if line.strip():
-                yield number, line, number >= end
+                yield number, line, number == len(lines)  # the last split: no newline after
 
     def attempts(self) -> list[CellResult]:
         """Every cell attempt that reached its cell record, in journal order (the results

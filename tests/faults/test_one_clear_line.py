@@ -139,6 +139,27 @@ def test_validate_refuses_an_output_that_run_would(tmp_path, output, says):
     assert run_cli("run", "m.yaml", "--no-ray", "--db", "none", cwd=tmp_path).returncode == 2
 
 
+@pytest.mark.parametrize(("tail", "what"), [
+    ('{"schema_version": 4, "record": "cell"', "torn last line (a kill while writing?)"),
+    ('{"schema_version": 4, "record": "cell", "run": "x"}\n', "unreadable line"),
+])
+def test_an_unusable_last_line_is_warned_once_per_command_as_what_it_is(tmp_path, tail,
+                                                                       what):
+    """A torn last line was warned 3 times by `report`, twice by `advise` and `compare`;
+    a whole last line that is no record was called torn, the same line earlier
+    unreadable."""
+    run = a_run(tmp_path / "run")
+    with open(run / "results.jsonl", "a") as journal:
+        journal.write(tail)
+    line = len((run / "results.jsonl").read_text().splitlines())
+    for args in (["report", str(run)], ["compare", str(run), str(run)],
+                 ["advise", str(run), "--items", "1e6", "--workload", "lstm_lm"]):
+        done = run_cli(*args, cwd=tmp_path)
+        warned = [w for w in done.stderr.splitlines() if w.startswith("warning:")]
+        assert [w.split(f"results.jsonl:{line}: ")[1].split(" skipped")[0]
+                for w in warned] == [what], (args, done.stderr)
+
+
 def test_a_report_of_a_journal_without_a_cell_says_so(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
