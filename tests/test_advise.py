@@ -610,3 +610,19 @@ def test_two_versions_of_the_code_are_two_configurations_named_apart(tmp_path):
     assert (effect.factor, effect.base, effect.other, effect.pairs) == (
         "version", "1+aaaaaaaa1111", "1+bbbbbbbb2222", 1)
     assert effect.ratio == pytest.approx(1.2)
+
+
+def test_explain_of_configurations_measured_once_gives_no_interval(tmp_path):
+    """One pair whose sides were each measured once gave the interval [x, x] of zero width:
+    a certainty no measurement has. It says there is none, in text and in JSON."""
+    store = RunDirectory(tmp_path / "once")
+    store.root.mkdir(parents=True)
+    for config, hardware, rate in (("a", "a-box", 100.0), ("b", "b-box", 150.0)):
+        cell(store, f"{config}-1", config, "sleep", hardware, {}, [rate])
+    done = run_cli("explain", str(store.root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "hardware a-box -> b-box: x1.50 [no interval: each side measured once] over 1 " \
+        "pair(s)" in said, said
+    data = json.loads(run_cli("explain", str(store.root), "--json", cwd=tmp_path).stdout)
+    assert [(e["ratio"], e["low"], e["high"]) for e in data["effects"]] == [(1.5, None, None)]

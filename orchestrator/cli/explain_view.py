@@ -48,8 +48,10 @@ def explain_command(
         lines.append(found.nothing)
     for e in found.effects:
         detail = f" ({e.detail})" if e.detail else ""
-        lines.append(f"{e.factor} {e.base} -> {e.other}{detail}: x{e.ratio:#.3g} "
-                     f"[{e.low:#.3g}, {e.high:#.3g}] over {e.pairs} pair(s)")
+        shown = "[no interval: each side measured once]" if e.low is None or e.high is None \
+            else f"[{e.low:#.3g}, {e.high:#.3g}]"
+        lines.append(f"{e.factor} {e.base} -> {e.other}{detail}: x{e.ratio:#.3g} {shown} "
+                     f"over {e.pairs} pair(s)")
         if e.by_level:
             lines.append("  depends on " + e.by_factor + ": " + ", ".join(
                 f"x{ratio:#.3g} on {level}" for level, ratio in e.by_level))

@@ -47,8 +47,8 @@ class Effect:
     base: str
     other: str
     ratio: float  # median throughput ratio other / base over the matched pairs
-    low: float
-    high: float
+    low: float | None  # None: no interval (one pair, each side measured once)
+    high: float | None
     pairs: int
     detail: str = ""  # what differs in a stack's pins
     by_level: tuple[tuple[str, float], ...] = ()  # (level of another factor, ratio)
@@ -137,10 +137,15 @@ def _median_ratio(base: np.ndarray, new: np.ndarray) -> float:
 
 
 def _interval(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int = 0
-              ) -> tuple[float, float]:
+              ) -> tuple[float | None, float | None]:
     """The 95% interval of the median ratio over the pairs: each resample draws the pairs
-    and, within each, both sides' repeats (a two-level bootstrap)."""
+    and, within each, both sides' repeats (a two-level bootstrap). (None, None) where
+    nothing varies to resample: one pair whose sides were each measured once gave an
+    interval of zero width, which claims a certainty no measurement has."""
     import numpy as np
+
+    if len(pairs) < 2 and all(base.size < 2 and new.size < 2 for base, new in pairs):
+        return None, None
 
     rng = np.random.default_rng(seed)
     per_pair = np.stack([
