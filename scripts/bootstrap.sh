@@ -98,7 +98,9 @@ step "$(cat "$why")"
 rm -f "$why"
 (( ${#torch_args[@]} )) || { echo "bootstrap: scripts/torch_source.sh chose nothing" >&2; exit 1; }
 install "${torch_args[@]}"
-step "installed $(.venv/bin/python -c 'import torch; print(f"torch {torch.__version__}" + (
+# numpy comes with the project, after torch: torch warns on import that it cannot find it
+step "installed $(.venv/bin/python -W ignore::UserWarning -c 'import torch; print(
+    f"torch {torch.__version__}" + (
     f" (CUDA {torch.version.cuda})" if torch.version.cuda else " (CPU only)"))')"
 if [[ "${1:-}" == "--dev" ]]; then
     step "installing matrix-bench with the extras ${extras} with ${installer}: the frameworks" \
