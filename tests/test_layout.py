@@ -7,6 +7,7 @@ carries)."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from tests.conftest import PROJECT
@@ -159,3 +160,36 @@ def test_every_module_is_named_in_the_architectures_map():
         (PROJECT / "orchestrator").rglob("*.py"))
         if path.name != "__init__.py" and path.name not in layout]
     assert unnamed == []
+
+
+# a file the docs name in backquotes, and a name in it after `::`
+DOC_PATH = re.compile(r"`((?:orchestrator|workloads|bench|scripts|tests|matrix_bench)/"
+                      r"[A-Za-z0-9_/.-]+\.(?:py|sh))(?:::([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def defined_names(path: Path) -> set[str]:
+    """The functions, classes and module-level names a Python file defines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {node.name for node in ast.walk(tree)
+             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) else []
+        names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_every_file_and_name_the_docs_point_to_exists():
+    """The docs once placed add_cost_columns in run/costs.py and the waves in sweep.py's
+    _Waves after both had moved; a path, and a name after `::`, must be where they say."""
+    docs = [*sorted((PROJECT / "docs").glob("*.md")), PROJECT / "README.md",
+            PROJECT / "CONTRIBUTING.md"]
+    missing = []
+    for doc in docs:
+        for path, name in DOC_PATH.findall(doc.read_text(encoding="utf-8")):
+            target = PROJECT / path
+            if not target.is_file():
+                missing.append(f"{doc.name}: {path}")
+            elif name and target.suffix == ".py" and name not in defined_names(target):
+                missing.append(f"{doc.name}: {path}::{name}")
+    assert missing == []
