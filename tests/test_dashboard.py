@@ -222,6 +222,29 @@ def test_an_empty_store_is_a_site_that_says_so(tmp_path):
     assert "holds no result that ended ok yet" in (tmp_path / "site" / "index.html").read_text()
 
 
+def test_a_killed_builds_leftovers_go_with_the_next_build_and_a_live_ones_stay(tmp_path):
+    """A build stopped by SIGKILL or a full disk left `.site.building-PID` (and a swap's
+    `.site.earlier-PID`) that no later build removed."""
+    import os
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    ResultsDB.open(parse_url(url)).close()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    dead = int(ended.stdout)  # a process that has ended
+    leftovers = [tmp_path / f".site.{stage}-{dead}" for stage in ("building", "earlier")]
+    live = tmp_path / f".site.building-{os.getpid()}"  # a build still running (this test)
+    for folder in (*leftovers, live):
+        folder.mkdir()
+        (folder / "index.html").write_text("half a site")
+    done = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not any(folder.exists() for folder in leftovers) and live.is_dir()
+    assert (tmp_path / "site" / "index.html").is_file()
+
+
 def test_a_job_is_answered_on_its_workloads_page_as_advise_answers_it(site, browser):
     _, url, root = site
     job = ["--items", "1e9", "--workload", "lstm_lm", "--deadline", "30d"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import time
@@ -55,7 +56,7 @@ def build_dashboard(output: str, db: str | None, job: JobSpec | None = None) -> 
         conn.close()
     building = out.parent / f".{out.name}.building-{os.getpid()}"
     try:
-        shutil.rmtree(building, ignore_errors=True)
+        _remove_leftovers(out)
         pages = write_site(data, building, answered)
         (building / SITE_MARK).write_text("written by `matrix dashboard`, which replaces "
                                           "this folder whole at each build\n")
@@ -109,3 +110,18 @@ def _swap_in(built: Path, out: Path) -> None:
     os.rename(out, earlier)
     os.rename(built, out)
     shutil.rmtree(earlier, ignore_errors=True)
+
+
+def _remove_leftovers(out: Path) -> None:
+    """The half-built and replaced sites of builds that were killed (SIGKILL, a full disk)
+    before they could remove them: `.NAME.building-PID` and `.NAME.earlier-PID` beside `out`
+    whose process is gone. A live build's are left to it."""
+    from orchestrator.results.run_directory import alive
+
+    if not out.parent.is_dir():
+        return
+    for leftover in out.parent.glob(f".{glob.escape(out.name)}.*-*"):
+        stage, _, pid = leftover.name.removeprefix(f".{out.name}.").partition("-")
+        if stage in ("building", "earlier") and pid.isdigit() and not alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+

@@ -351,7 +351,8 @@ def _read_lock(lock: Path) -> dict[str, Any]:
         return {}
 
 
-def _alive(pid: object) -> bool:
+def alive(pid: object) -> bool:
+    """Whether process `pid` runs on this host (another user's counts)."""
     if not isinstance(pid, int):
         return False
     try:
@@ -369,7 +370,7 @@ def owned_runs(reports: Path) -> set[str]:
     owned = set()
     for lock in reports.glob(f"*/{LOCK}"):
         owner = _read_lock(lock)
-        if owner.get("host") != socket.gethostname() or _alive(owner.get("pid")):
+        if owner.get("host") != socket.gethostname() or alive(owner.get("pid")):
             owned.add(lock.parent.name)
     return owned
 
