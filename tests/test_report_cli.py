@@ -17,6 +17,10 @@ pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast 
 
 def test_several_runs_merge_into_one_parquet_and_report(tmp_path):
     first, second = fixture_run(tmp_path / "monday"), fixture_run(tmp_path / "tuesday")
+    # Tuesday's cells ran a day later: two runs, not a run and its copy (whose attempts,
+    # being the same ones, are read once)
+    second.journal.write_text(second.journal.read_text().replace(
+        '"started_at":"2026-11-22T', '"started_at":"2026-11-23T'))
     done = run_cli("report", str(first.root), str(second.root), "-o", "merged", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "merged" / "results.parquet")
