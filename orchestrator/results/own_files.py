@@ -36,8 +36,9 @@ def own_file(path: Path, what: str = "a run's journal") -> bool:
 
 
 def is_own_file(path: Path) -> bool:
-    """Whether `path` is a regular file of its own (not a link, folder or FIFO)."""
+    """Whether `path` is a regular file of its own (not a link, folder or FIFO): own_file's
+    answer, for a listing that shows an odd entry rather than stopping at it."""
     try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
+        return own_file(path)
+    except RunDirError:
         return False

@@ -90,8 +90,9 @@ def job_from_options(**fields: object) -> JobSpec:
         value, bound = fields.get(field), (error.get("ctx") or {})
         why = {"finite_number": "not a finite number",
                "less_than_equal": f"a job is at most {bound.get('le', 0):g}",
-               "greater_than": f"a job's is above {bound.get('gt', 0):g}",
-               "greater_than_equal": f"a job's is at least {bound.get('ge', 0):g}"}.get(
+               "greater_than": f"a job's figure must be above {bound.get('gt', 0):g}",
+               "greater_than_equal": f"a job's figure must be at least {bound.get('ge', 0):g}"
+               }.get(
                    error["type"], error["msg"])
         shown = f"{value:g}" if isinstance(value, float) else repr(value)
         raise JobOptionError(f"{OPTIONS.get(field, field)} {shown}: {why}") from None

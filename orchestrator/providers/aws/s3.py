@@ -68,8 +68,7 @@ def inside(destination: Path, relative: str) -> Path | None:
     if not parts or relative.startswith("/") or ".." in parts or "\\" in relative:
         return None
     target = destination.joinpath(*parts)
-    root = destination.resolve()
-    return target if target.resolve().is_relative_to(root) and target != destination else None
+    return target if target.resolve().is_relative_to(destination.resolve()) else None
 
 
 def _download(s3: Any, uri: str, destination: Path) -> Path:
