@@ -20,6 +20,13 @@ from orchestrator.cli.explain_view import explain_command
 from orchestrator.cli.matrix_commands import build, lock, plan, run, schema, validate
 from orchestrator.cli.provider_commands import cleanup, cluster_config
 from orchestrator.cli.results_commands import COMPARE_HELP, compare, fetch, list_runs, report
+from orchestrator.cli.standard_output import (
+    StandardOutputError,
+    abandon_standard_output,
+    finish_standard_output,
+    guard_standard_output,
+    reader_left,
+)
 from orchestrator.cli.store_commands import db_app, history_app
 from orchestrator.cli.workload_commands import new_workload, workloads
 from orchestrator.errors import MatrixError, MatrixWarning
@@ -68,11 +75,19 @@ def main() -> None:
 
     guard_logging()
     _show_matrix_warnings_in_one_line()
+    guard_standard_output()
     try:
         # not standalone: a usage error the CLI framework finds itself (a value out of its
         # range, not a choice, an unknown option) is one red line here, as a MatrixError
         # is, not its boxed panel
         code = app(standalone_mode=False)
+        finish_standard_output()
+    except StandardOutputError as exc:
+        abandon_standard_output()
+        if not reader_left(exc):
+            typer.secho(f"error: cannot write the standard output: {exc.strerror}", fg="red",
+                        err=True)
+        sys.exit(1)
     except _usage_errors() as exc:
         if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help
             typer.secho(f"error: {getattr(exc, 'format_message', exc.__str__)()}", fg="red",

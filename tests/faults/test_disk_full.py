@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +82,34 @@ def test_a_full_disk_stops_the_sweep_clearly_and_the_run_resumes(small_disk, mat
     assert len(ok) == len({c["cell_id"] for c in ok}) == CELLS  # each ok once
     assert {c["cell_id"]: c["started_at"] for c in ok if c["cell_id"] in before} == before
     assert (run_dir / "report.md").exists()
+
+
+@pytest.mark.parametrize("args", [["plan", "{matrix}", "--format", "json"], ["ls"],
+                                  ["schema"]])
+def test_a_standard_output_that_cannot_be_written_is_one_line(args, matrix_file, tmp_path):
+    """`matrix plan --format json > plan.json` on a full disk (here /dev/full, which fails
+    every write) was an OSError traceback from whichever print hit it."""
+    matrix = matrix_file(MATRIX)
+    argv = [str(matrix) if a == "{matrix}" else a for a in args]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", *argv], cwd=tmp_path,
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "error: cannot write the standard output: No space left on device"]
+
+
+def test_a_reader_that_leaves_the_pipe_early_gets_no_traceback(matrix_file, tmp_path):
+    """`matrix plan | head -1`: the reader left (here before the first write); nothing to
+    say about it, and no 'Exception ignored' from the interpreter's exit."""
+    matrix = matrix_file(MATRIX)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.cli", "plan", str(matrix)],
+                              cwd=tmp_path, stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert done.stderr == ""
