@@ -7,6 +7,7 @@ interrupted sweep loses only the cells that were running; running it again resum
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import threading
 from collections import Counter
@@ -20,7 +21,7 @@ from rich.console import Console
 from orchestrator import __version__
 from orchestrator.code_identity import git_revision
 from orchestrator.database.live import SweepIndex
-from orchestrator.errors import DriverNodeLost
+from orchestrator.errors import DriverNodeLost, MatrixError
 from orchestrator.executors import remove_leftovers
 from orchestrator.executors.ceilings import forget_ceilings
 from orchestrator.executors.outcome import ToolInfo
@@ -89,6 +90,7 @@ def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> Sweep
     index = SweepIndex.open(options.db, warn=lambda line: console.print(
         f"warning: {line}", style="yellow", markup=False, highlight=False))
     store = RunDirectory(run_dir_for(spec, options.output))
+    made = [f for f in (store.root, store.logs, store.cells) if not f.exists()]
     try:
         store.acquire()
         previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
@@ -101,12 +103,29 @@ def run_sweep(spec_path: Path, options: SweepOptions, console: Console) -> Sweep
             if exc.errno in FULL:  # a cell's files or the outputs: the journal is whole
                 raise disk_full(Path(exc.filename or store.root), exc) from None
             raise
+        except MatrixError:
+            _unmake(made, store)
+            raise
         finally:
             signal.signal(signal.SIGTERM, previous)
             store.release()
     finally:
         if index is not None:
             index.close()
+
+
+def _unmake(made: list[Path], store: RunDirectory) -> None:
+    """A sweep refused before any cell was recorded (`--only` naming nothing, a budget)
+    leaves no run behind: a run folder it made goes, with the files it put there; folders
+    it made in an existing one go if still empty."""
+    if store.journal.exists():
+        return
+    if store.root in made:
+        shutil.rmtree(store.root, ignore_errors=True)
+        return
+    for folder in made:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _terminate_as_interrupt(signum: int, frame: object) -> None:

@@ -170,3 +170,23 @@ def test_an_output_that_cannot_be_written_is_one_line(run, tmp_path, read_only, 
         report = run_cli("report", str(output), cwd=folder)
         assert report.returncode == 2 and len(report.stderr.strip().splitlines()) == 1, \
             report.stderr
+
+
+def test_a_sweep_refused_before_any_cell_leaves_no_run_behind(run, tmp_path):
+    """`matrix run --only nope=1` once left the new run's cells/ and logs/ (and its folder)
+    behind; a run that already holds cells keeps every file it had."""
+    matrix = tmp_path / "m.yaml"
+    write(matrix, MATRIX.format(name="jt", seconds="[0.01, 0.02]"))
+    (tmp_path / "empty").mkdir()
+    for output in ("fresh", "empty"):
+        done = run_cli("run", str(matrix), "-o", str(tmp_path / output), "--only", "nope=1",
+                       "--no-ray", "--db", "none", cwd=tmp_path)
+        assert done.returncode == 2 and "called 'nope'" in done.stderr, done.stderr
+    assert not (tmp_path / "fresh").exists()
+    assert list((tmp_path / "empty").iterdir()) == []
+
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    done = run_cli("run", str(matrix), "-o", str(run), "--only", "nope=1", "--no-ray",
+                   "--db", "none", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before
