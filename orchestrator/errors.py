@@ -5,8 +5,21 @@ Anything that is not a MatrixError is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+# C0 and C1 controls, DEL, and the bidirectional overrides and isolates (U+202E reverses
+# what follows it on screen): each is shown as its code, never acted on
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escaped(text: str) -> str:
+    """`text` with every control character as its code (`\\x1b`, `\\u202e`): what a
+    message echoes of the user's input (a name, a path) can neither drive the terminal
+    nor reorder the line."""
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
+                         else f"\\x{ord(m.group()):02x}", text)
 
 
 class MatrixWarning(UserWarning):

@@ -29,7 +29,7 @@ from orchestrator.cli.standard_output import (
 )
 from orchestrator.cli.store_commands import db_app, history_app
 from orchestrator.cli.workload_commands import new_workload, workloads
-from orchestrator.errors import MatrixError, MatrixWarning
+from orchestrator.errors import MatrixError, MatrixWarning, escaped
 
 app = typer.Typer(
     help="Run deep-learning training benchmarks over a matrix of hardware and software stacks.",
@@ -63,7 +63,7 @@ def _show_matrix_warnings_in_one_line() -> None:
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
              file: TextIO | None = None, line: str | None = None) -> None:
         if issubclass(category, MatrixWarning):
-            typer.secho(f"warning: {message}", fg="yellow", err=True)
+            typer.secho(f"warning: {escaped(str(message))}", fg="yellow", err=True)
         else:
             default(message, category, filename, lineno, file, line)
 
@@ -90,14 +90,14 @@ def main() -> None:
         sys.exit(1)
     except _usage_errors() as exc:
         if type(exc).__name__ != "NoArgsIsHelpError":  # that one has printed the help
-            typer.secho(f"error: {getattr(exc, 'format_message', exc.__str__)()}", fg="red",
-                        err=True)
+            typer.secho(f"error: {escaped(getattr(exc, 'format_message', exc.__str__)())}",
+                        fg="red", err=True)
         sys.exit(getattr(exc, "exit_code", 2))
     except typer.Abort:
         typer.secho("error: aborted", fg="red", err=True)
         sys.exit(1)
-    except MatrixError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
+    except MatrixError as exc:  # what it echoes of the input is escaped, not acted on
+        typer.secho(f"error: {escaped(str(exc))}", fg="red", err=True)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)  # a command's typer.Exit(code)
 

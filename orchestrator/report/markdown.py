@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
+from orchestrator.errors import escaped
+
 MIB = 1024 * 1024
 
 
@@ -20,17 +22,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
     return [line(headers), line("---" for _ in headers), *(line(r) for r in rows)]
 
 
-# C0 and C1 controls, DEL, and the bidirectional overrides and isolates (U+202E reverses
-# what follows it on screen): each is shown as its code, never acted on
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
 def plain_text(value: object) -> str:
     """A value on one line, as text: a line break a space, a control character its code
     (`\\x1b`, `\\u202e`), so no value starts a heading or drives a terminal."""
-    text = str(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
-                         else f"\\x{ord(m.group()):02x}", text)
+    return escaped(str(value).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
 
 
 def code_block(text: str) -> list[str]:

@@ -393,3 +393,21 @@ def test_a_sweeps_progress_lines_show_a_value_as_text(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "\x1b[2J" not in done.stdout and "\u202e" not in done.stdout
     assert "label=\\x1b[2J[bold]cleared\\u202e" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["workloads", "sl\u202eeep"],                     # a MatrixError naming the input twice
+    ["plan", "m.yaml", "--format", "j\x1b[31mson"],  # the CLI framework's own check
+    ["advise", "nowhere\u202e", "--items", "1e6"],   # a path echoed back
+])
+def test_what_an_error_echoes_of_the_input_is_escaped(args, tmp_path):
+    """A name refused for a control character was echoed raw: U+202E reversed the rest of
+    the line on screen, an ESC drove the terminal. Every error line shows them as codes."""
+    (tmp_path / "m.yaml").write_text(
+        "name: m\nhardware: [{name: b, kind: local}]\n"
+        "stacks: [{name: s, executor: process}]\nworkloads: [{name: sleep}]\n")
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.isprintable() and ("\\u202e" in line or "\\x1b" in line), line
