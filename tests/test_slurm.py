@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROJECT, cell_records, journal, run_cli, write
-from tests.slurm_cluster import SlurmCluster
+from tests.slurm_cluster import NODE_CPUS, NODE_MEMORY_MB, SlurmCluster
 
 pytestmark = pytest.mark.slow
 
@@ -271,6 +271,27 @@ def test_a_drained_node_makes_cells_wait_until_their_queue_timeout(slurm, tmp_pa
     assert all("in Slurm's queue" in c["error"] and "queue_timeout_s 4" in c["error"]
                for c in cells)
     assert tasks_of(slurm, "drained") == {}
+    # the wait is said, with Slurm's reason, not 9.5 minutes of silence
+    (said,) = [line for line in done.stdout.splitlines() if "pending, reason" in line]
+    assert re.search(r"slurm: job array \d+: 2 task\(s\) pending, reason \w+.*; waited "
+                     r"\d+ s of slurm.queue_timeout_s 4$", said), said
+
+
+def test_without_mem_gb_a_task_asks_its_cpus_share_and_no_ray_still_submits_it(slurm,
+                                                                                tmp_path):
+    """Without mem_gb a job asked nothing and Slurm gave it the whole node's memory (where
+    no DefMemPerCPU is set), so it waited while any other job held any; and `--no-ray`
+    skipped every Slurm cell, ran nothing and exited 0."""
+    path = sleep_matrix(tmp_path, "share", [0.3])
+    done = run_cli("run", str(path), "--no-ray", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = cell_records(tmp_path / "reports" / "share")
+    assert cell["status"] == "ok" and cell["node_id"] == f"slurm:{slurm.node}", cell
+    ((array, _),) = arrays_submitted(done.stdout)
+    share_mb = NODE_MEMORY_MB // NODE_CPUS  # cpus: 1 of the node's
+    assert f"{share_mb / 1024:.3g} GB each" in done.stdout
+    (task,) = slurm.scontrol("show", "job", "-o", array).splitlines()
+    assert f"MinMemoryNode={share_mb // 1024}G " in task, task
 
 
 def test_cleanup_cancels_the_jobs_of_a_run_no_sweep_owns(slurm, tmp_path):

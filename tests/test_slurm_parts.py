@@ -3,6 +3,7 @@ one-line form, the status rules, job comments, entry checks and the plan's lines
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -149,9 +150,15 @@ def test_the_plan_says_partition_node_hours_and_cost_per_slurm_entry(tmp_path):
     assert done.returncode == 0, done.stderr
     assert max(len(line) for line in done.stdout.splitlines()
                if not line.startswith("run directory: ")) <= 80  # a path is never cut
-    words = " ".join(done.stdout.split())  # the lines wrap at 80 columns
-    assert ("slurm a100: partition gpu, 3 task(s) of 1 GPU(s), 64 GB, 6.00 node-hours "
+    words = " ".join(done.stdout.split()).replace("node- hours", "node-hours")  # wrapped at 80
+    assert ("slurm a100: partition gpu, 3 task(s) of 1 GPU(s), 1 CPU(s), 64 GB, 6.00 node-hours "
             "requested (3 x 2:00:00), up to $15.00 at $2.5/h") in words
-    assert "slurm cpu: partition debug, 3 task(s) of the defaults, each up to the " \
-           "partition's time limit" in words
+    assert "slurm cpu: partition debug, 3 task(s) of 1 CPU(s), its CPUs' share of a node's " \
+           "memory (mem_gb unset), each up to the partition's time limit" in words
+    # a Slurm cell is a Slurm job, which needs no Ray: `--no-ray` plans it the same way,
+    # once skipped as "no node offers hw:cpu" while `matrix run --no-ray` ran nothing
+    no_ray = run_cli("plan", str(path), "--no-ray", "--format", "json", cwd=tmp_path)
+    assert no_ray.returncode == 0, no_ray.stderr
+    assert {(c["hardware"], c["action"]) for c in json.loads(no_ray.stdout)} == {
+        ("a100", "run"), ("cpu", "run")}
     assert "price: a100 $2.5/h (declared in the matrix" in done.stdout

@@ -25,14 +25,18 @@ if TYPE_CHECKING:
     from orchestrator.run.waves import UntilDecided
 
 
+NoRay = Annotated[bool, typer.Option(
+    "--no-ray", help="Run the cells here serially in this environment, without Ray (Slurm "
+    "cells still go to Slurm; EC2 cells, which run on a Ray cluster, are skipped).")]
+
+
 def run(
     matrix_file: MatrixFile,
     output: Output = None,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", envvar="RAY_ADDRESS",
         help="Use this Ray cluster (default: start an embedded local Ray).")] = None,
-    no_ray: Annotated[bool, typer.Option("--no-ray", help="Run the cells serially in this "
-                                                           "environment, without Ray.")] = False,
+    no_ray: NoRay = False,
     only: Only = None,
     rerun: Rerun = False,
     retry: Retry = None,
@@ -89,7 +93,7 @@ class PlanForm(StrEnum):
 
 
 def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
-         rerun: Rerun = False, retry: Retry = None,
+         rerun: Rerun = False, retry: Retry = None, no_ray: NoRay = False,
          verbose: Annotated[bool, typer.Option(
              "--verbose", "-v", help="List every cell, to run and skipped.")] = False,
          form: Annotated[PlanForm, typer.Option(
@@ -101,7 +105,7 @@ def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
     from orchestrator.plan.retry import parse_retry
 
     show_plan(matrix_file, output, selectors(only), rerun, console(), verbose,
-              form.value, parse_retry(retry))
+              form.value, parse_retry(retry), launch=not no_ray)
 
 
 def build(matrix_file: MatrixFile, output: Output = None) -> None:

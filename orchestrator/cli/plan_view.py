@@ -36,13 +36,14 @@ EXCLUDED = "excluded by"  # how the planner words a cell an exclude rule removed
 
 def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], rerun: bool,
               console: Console, verbose: bool = False, form: PlanFormat = "text",
-              retry: frozenset[Status] = frozenset()) -> None:
+              retry: frozenset[Status] = frozenset(), launch: bool = True) -> None:
     """The plan: a summary that fits a terminal (what runs, grouped; what is skipped, by
     reason; images, time and cost), every cell with `verbose`, or every cell as JSON or CSV
-    on stdout for scripts."""
+    on stdout for scripts. `launch`: False as `matrix run --no-ray` plans."""
     spec = load_spec(spec_path)
     store = RunDirectory(run_dir_for(spec, output))
-    plan = make_plan(spec, detect_local(), store.results(), only, None, rerun, retry=retry)
+    plan = make_plan(spec, detect_local(), store.results(), only, None, rerun, launch,
+                     retry=retry)
     if form != "text":
         write_cells(plan, form)
         return

@@ -62,6 +62,9 @@ class Waves:
         self.plan_history = plan_history  # (history) -> Plan, as the sweep plans
         self.until, self.rerun = until, rerun
         self.attempted = {cell.cell_id for cell in first}
+        # the configurations this machine runs: a launching provider's cells (Slurm's, whose
+        # plan needs no --no-ray) get their repeats from the next `matrix run`
+        self.here = {cell.config_id for cell in first}
         self.first = {cell.config_id: cell for cell in first if cell.repeat == 1}
         self.started = time.monotonic()
         self.adaptive_done = spec.target_cv is None
@@ -81,7 +84,8 @@ class Waves:
         history = [r for r in self.store.results()
                    if not self.rerun or r.cell.cell_id in self.attempted]
         plan = self.plan_history(history)
-        wave = [c for c in plan.to_run if c.cell_id not in self.attempted]
+        wave = [c for c in plan.to_run
+                if c.cell_id not in self.attempted and c.config_id in self.here]
         if not wave:
             return []
         if guard is not None:

@@ -29,6 +29,7 @@ from orchestrator.providers.slurm import commands
 from orchestrator.providers.slurm.jobs import (
     Submission,
     job_name,
+    memory_asked_mb,
     new_submission,
     parse_comment,
     read_submission,
@@ -52,6 +53,16 @@ LOST_NODE_RETRIES = 1  # as on a Ray cluster: a cell whose node died runs once m
 RECORDS_GRACE_S = 30.0  # records may show on a shared filesystem after Slurm says it ended
 FAILED_POLLS_ALLOWED = 30  # consecutive polls Slurm may fail before the sweep gives up
 THROTTLED = "JobArrayTaskLimit"  # pending behind max_parallel: not waiting on the cluster
+PENDING_SAID_EVERY_S = 180.0  # a wait in Slurm's queue that goes on is said again this often
+# what the commonest pending reasons mean for a sweep (squeue's %r, scontrol's Reason)
+PENDING_MEANS = {
+    "Resources": "the partition's nodes are busy, or have less free than a task asks "
+                 "(cpus, mem_gb, gpus)",
+    "Priority": "other jobs are ahead in the queue",
+    "ReqNodeNotAvail": "the nodes it may run on are down, drained or reserved",
+    "PartitionDown": "the partition is down",
+    "PartitionNodeLimit": "the partition has too few nodes for it",
+}
 
 
 @dataclass
@@ -86,6 +97,8 @@ class SlurmGroup:
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.accounting = False
+        self.pending_said: tuple[tuple[tuple[str, str], int], ...] = ()
+        self.pending_said_at = 0.0
         self.guard = budget_guard(launch.spec.budget_usd,
                                   {n: p.usd_per_hour for n, p in launch.prices.items()},
                                   dict(launch.estimate_s))
@@ -174,15 +187,18 @@ class SlurmGroup:
         submission = new_submission(self.run_dir, hardware.name, cells, self.launch.images,
                                     self.launch.tool)
         indices = list(range(len(cells)))
+        partition = slurm_settings(hardware).partition
+        node = commands.partition(partition) if partition else None
+        mem_mb = memory_asked_mb(hardware, node.cpus, node.mem_mb) if node else None
         options = sbatch_options(hardware, submission, self.run_dir, indices,
-                                 self.settings.max_parallel)
+                                 self.settings.max_parallel, mem_mb)
         array_id = commands.submit(str(self.script), options,
                                    [str(submission.folder / "manifest.json")])
         for index, cell in enumerate(cells):
             self._follow_task(cell, submission, index, array_id, attempt)
-        partition = slurm_settings(hardware).partition
+        memory = f", {mem_mb / 1024:.3g} GB each" if mem_mb else ""
         self.launch.say(f"slurm: job array {array_id}: {len(cells)} cell(s) of "
-                        f"{hardware.name} on partition {partition}, at most "
+                        f"{hardware.name} on partition {partition}{memory}, at most "
                         f"{self.settings.max_parallel} at once")
 
     def _follow_task(self, cell: Cell, submission: Submission, index: int, array_id: str,
@@ -224,10 +240,32 @@ class SlurmGroup:
         with self.lock:
             tasks = list(self.tasks.values())
         running = [t.cell for t in tasks if (s := states.get(t.task_id)) and s.state == "RUNNING"]
+        self._say_pending(tasks, states, now)  # before a timeout ends one of them
         for task in tasks:
             if self.stopping.is_set():
                 return
             self._judge(task, states.get(task.task_id), now, running)
+
+    def _say_pending(self, tasks: list[_Task], states: dict[str, TaskState],
+                     now: float) -> None:
+        """Why tasks wait in Slurm's queue, when the reasons change and every few minutes
+        while they last: a sweep held PENDING for hours is never silent."""
+        waiting: dict[tuple[str, str], list[_Task]] = {}
+        for task in tasks:
+            state = states.get(task.task_id)
+            if state is not None and state.state == "PENDING" and state.detail != THROTTLED:
+                waiting.setdefault((task.array_id, state.detail or "none given"),
+                                   []).append(task)
+        said = tuple(sorted((key, len(found)) for key, found in waiting.items()))
+        if said == self.pending_said and now - self.pending_said_at < PENDING_SAID_EVERY_S:
+            return
+        self.pending_said, self.pending_said_at = said, now
+        for (array_id, reason), found in sorted(waiting.items()):
+            means = f": {PENDING_MEANS[reason]}" if reason in PENDING_MEANS else ""
+            waited = max(now - task.queued_since for task in found)
+            self.launch.say(f"slurm: job array {array_id}: {len(found)} task(s) pending, "
+                            f"reason {reason}{means}; waited {waited:.0f} s of "
+                            f"slurm.queue_timeout_s {self.settings.queue_timeout_s:g}")
 
     def _judge(self, task: _Task, state: TaskState | None, now: float,
                running: list[Cell]) -> None:

@@ -130,9 +130,29 @@ def task_script(run_dir: Path, python: str | None) -> Path:
     return script
 
 
+# a node that says it has less is one whose memory Slurm does not track (RealMemory=1):
+# there, what a task asks is left to the cluster
+SMALLEST_TRACKED_NODE_MB = 1024
+
+
+def memory_asked_mb(hardware: Hardware, node_cpus: int, node_mem_mb: int) -> int | None:
+    """What a task asks Slurm for (`--mem`, MB): the entry's `mem_gb`; else its CPUs' share
+    of a node (`cpus`, 1 where unset, of the node's), never the whole node. Slurm gives a
+    job that asks for none every byte of its node where the cluster sets no DefMemPerCPU,
+    and such a job waits PENDING while any other job holds any memory there. None where
+    sinfo gave no node size."""
+    asks = slurm_settings(hardware)
+    if asks.mem_gb:
+        return math.ceil(asks.mem_gb * 1024)
+    if node_cpus <= 0 or node_mem_mb < SMALLEST_TRACKED_NODE_MB:
+        return None
+    return max(1, node_mem_mb * min(asks.cpus or 1, node_cpus) // node_cpus)
+
+
 def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
-                   tasks: list[int], max_parallel: int) -> list[str]:
-    """sbatch's options for the array of `tasks` (indices into the submission's cells)."""
+                   tasks: list[int], max_parallel: int, mem_mb: int | None) -> list[str]:
+    """sbatch's options for the array of `tasks` (indices into the submission's cells);
+    `mem_mb`: what each task asks (memory_asked_mb)."""
     asks = slurm_settings(hardware)
     options = [f"--job-name={job_name(run_dir)}",
                f"--comment={comment(run_dir, submission.submission)}",
@@ -149,8 +169,8 @@ def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
         options.append(f"--gres=gpu:{hardware.gpus}")
     if asks.cpus:
         options.append(f"--cpus-per-task={asks.cpus}")
-    if asks.mem_gb:
-        options.append(f"--mem={math.ceil(asks.mem_gb * 1024)}M")
+    if mem_mb:
+        options.append(f"--mem={mem_mb}M")
     for name, value in (("time", asks.time_limit), ("account", asks.account),
                         ("qos", asks.qos), ("constraint", asks.constraint)):
         if value:

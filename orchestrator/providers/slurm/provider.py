@@ -52,9 +52,7 @@ class SlurmProvider(BaseProvider):
         return None
 
     def skip_reason(self, cell: Cell, local: LocalMachine, launch: bool) -> str | None:
-        if not launch:
-            return (f"no node offers hw:{cell.hardware.name} (Slurm hardware runs as Slurm "
-                    "jobs, which --no-ray does not submit)")
+        """None: a Slurm cell runs as a Slurm job, which needs no Ray (`--no-ray` too)."""
         return None
 
     def plan_lines(self, spec: MatrixSpec, cells: list[Cell]) -> list[str]:
@@ -67,8 +65,9 @@ class SlurmProvider(BaseProvider):
             limit = time_limit_s(settings.time_limit) if settings.time_limit else None
             asks = ", ".join(filter(None, [
                 f"{hardware.gpus} GPU(s)" if hardware.gpus else "",
-                f"{settings.cpus} CPU(s)" if settings.cpus else "",
-                f"{settings.mem_gb:g} GB" if settings.mem_gb else ""])) or "the defaults"
+                f"{settings.cpus or 1} CPU(s)",
+                f"{settings.mem_gb:g} GB" if settings.mem_gb else
+                "its CPUs' share of a node's memory (mem_gb unset)"]))
             line = (f"slurm {hardware.name}: partition {settings.partition}, {tasks} task(s) "
                     f"of {asks}, ")
             if limit is None:
