@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ import pytest
 from orchestrator.errors import MatrixError
 from orchestrator.worker import datasets
 from orchestrator.worker.datasets import DatasetError, catalogue, fetch, sha256_of
+from tests.conftest import cell_records, run_cli
 
 SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 WIKITEXT2 = ("wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt")
@@ -170,3 +172,21 @@ def test_the_catalogue_is_what_the_workloads_declare():
 
     assert catalogue()["wikitext2"] is LM["wikitext2"] == KERAS["wikitext2"]
     assert catalogue()["nietzsche"] == KERAS["nietzsche"]
+
+
+def test_a_cell_whose_dataset_cannot_be_downloaded_is_a_failure_of_the_run(tmp_path):
+    """Once `failed`, a configuration's own end, so the next run skipped the cell until
+    `--retry failed`. Now `data_unavailable`, which the next run runs again."""
+    (tmp_path / "m.yaml").write_text(
+        "name: nodata\nhardware: [{name: box, kind: local}]\n"
+        "stacks: [{name: here, executor: process}]\n"
+        "workloads: [{name: lstm_lm, epochs: 1, params: {preset: tiny, dataset: wikitext2}}]\n")
+    env = {"MATRIX_BENCH_DATA": str(tmp_path / "empty-cache"),
+           "MATRIX_BENCH_DATA_URL": "http://127.0.0.1:9"}  # port 9 refuses at once
+    done = run_cli("run", "m.yaml", "--no-ray", "--db", "none", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = cell_records(tmp_path / "reports" / "nodata")
+    assert cell["status"] == "data_unavailable", cell
+    assert "cannot download http://127.0.0.1:9/wikitext-2/" in cell["error"]
+    plan = run_cli("plan", "m.yaml", "--format", "json", cwd=tmp_path, env=env)
+    assert [c["action"] for c in json.loads(plan.stdout)] == ["run"], plan.stdout

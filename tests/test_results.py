@@ -182,7 +182,7 @@ def test_a_version_1_journal_is_migrated_on_read(tmp_path):
               "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (result,) = RunDirectory(tmp_path).results()
-    assert result.cell.schema_version == SCHEMA_VERSION == 4
+    assert result.cell.schema_version == SCHEMA_VERSION == 5
     assert result.measurements[0].items_per_s == 5.0
     assert result.measurements[0].timing == "steps"
 
@@ -201,10 +201,12 @@ def test_a_version_2_measurement_is_timed_by_steps_and_a_process_row_has_no_rate
                                "items": 5.0}))
 
 
-def test_a_version_3_cell_reads_as_version_4_and_version_4_may_end_queue_timeout():
+def test_a_version_3_cell_reads_as_version_5_and_later_versions_may_end_so():
+    """4 added `queue_timeout`, 5 `data_unavailable`: each a failure of the run."""
     v3 = {"schema_version": 3, "run": "r", "cell_id": "a", "config_id": "c", "repeat": 1,
           "record": "cell", "status": "timeout", "started_at": "2026-01-01T00:00:00",
           "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}
-    assert parse_line(json.dumps(v3)).schema_version == 4
-    queued = parse_line(json.dumps({**v3, "schema_version": 4, "status": "queue_timeout"}))
-    assert queued.status == "queue_timeout" and not queued.status.is_done()
+    assert parse_line(json.dumps(v3)).schema_version == 5
+    for version, status in ((4, "queue_timeout"), (5, "data_unavailable")):
+        ended = parse_line(json.dumps({**v3, "schema_version": version, "status": status}))
+        assert ended.status == status and not ended.status.is_outcome()

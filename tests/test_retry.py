@@ -18,7 +18,7 @@ from tests.test_planner import NO_GPU
 OUTCOMES = {"ok", "unsupported", "oom", "stack_mismatch", "image_failed", "failed",
             "invalid_output"}
 RUN_FAILURES = {"crashed", "timeout", "executor_unavailable", "node_lost", "budget_stopped",
-                "queue_timeout"}
+                "queue_timeout", "data_unavailable"}
 
 MATRIX = """\
 name: retried

@@ -15,6 +15,7 @@ their command line).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,11 +99,14 @@ def provenance(image: ImageRef | None) -> dict[str, Any]:
 
 def refusal(cell: Cell, files: CellFiles, tool: ToolInfo, image: ImageRef | None,
             node_id: str | None, executor: str) -> Callable[[Status, str], list[Record]]:
-    """The records of a cell its runtime never started, with the reason in its log."""
+    """The records of a cell its runtime never started, with the reason in its log and
+    the time it took to find that (a runtime that did not answer held the node)."""
+    asked = time.perf_counter()
+
     def refused(status: Status, why: str) -> list[Record]:
         files.log.write_text(f"{executor} executor: {why}\n")
         exit = WorkerExit(returncode=None, timed_out=False, started_at=files.started_at,
-                          wall_s=0.0, node_id=node_id)
+                          wall_s=round(time.perf_counter() - asked, 3), node_id=node_id)
         return records_for(cell, exit, files, tool, provenance(image),
                            status_override=(status, why))
     return refused

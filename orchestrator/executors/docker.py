@@ -71,6 +71,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         return refused(Status.EXECUTOR_UNAVAILABLE, str(exc))
     except ENGINE_ERRORS as exc:  # it answered the ping, then went away
         return refused(Status.EXECUTOR_UNAVAILABLE, engine_lost(exc))
+    except datasets.DataUnavailable as exc:  # a failure of the run: the next one retries
+        return refused(Status.DATA_UNAVAILABLE, str(exc))
     except datasets.DatasetError as exc:
         return refused(Status.FAILED, str(exc))
     except LookupError as exc:

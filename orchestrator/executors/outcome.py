@@ -46,7 +46,8 @@ from orchestrator.worker.records import (
 
 FAILURE_STATUS: dict[str, Status] = {FailureKind.FAILED: Status.FAILED, FailureKind.OOM: Status.OOM,
                   FailureKind.UNSUPPORTED: Status.UNSUPPORTED,
-                  FailureKind.STACK_MISMATCH: Status.STACK_MISMATCH}
+                  FailureKind.STACK_MISMATCH: Status.STACK_MISMATCH,
+                  FailureKind.DATA_UNAVAILABLE: Status.DATA_UNAVAILABLE}
 OOM_EVIDENCE = ("MemoryError", "CUDA out of memory", "OutOfMemoryError", "RESOURCE_EXHAUSTED")
 # A cell is `contended` where this many of its threads, on average, waited for a CPU while
 # other processes used this many cores of its CPUs (worker/contention.py). Measured on 2

@@ -4,11 +4,11 @@ A cell that ended `ok` is kept. One whose status is an outcome of its configurat
 same inputs end the same way: `unsupported`, `oom`, `stack_mismatch`, `image_failed`,
 `failed`, `invalid_output`) is kept too, while the inputs that shaped that end are the
 same, or until the user names its status with `--retry`. A failure of the run (`crashed`,
-`timeout`, `executor_unavailable`, `node_lost`, `budget_stopped`, `queue_timeout`) is run
-again. The workload's code is in the cell's id already (its version carries a hash of
-it), so a changed workload is a new cell; the rest of the inputs is the cell's `inputs`
-fingerprint, recorded with its end: its timeout, its memory limit and the stack's lock
-file, where it has one (what its image installs).
+`timeout`, `executor_unavailable`, `node_lost`, `budget_stopped`, `queue_timeout`,
+`data_unavailable`) is run again. The workload's code is in the cell's id already (its
+version carries a hash of it), so a changed workload is a new cell; the rest of the inputs
+is the cell's `inputs` fingerprint, recorded with its end: its timeout, its memory limit
+and the stack's lock file, where it has one (what its image installs).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from orchestrator.results.columns import from_param_columns, is_param_column
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Version history, and how a record of each older version is upgraded to the next one
 # (RunDirectory.read applies them in turn, so any older journal stays readable):
 #   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
@@ -45,6 +45,9 @@ SCHEMA_VERSION = 4
 #   absent, none recorded).
 #   Measurement records gained, within 4 too, the contention probe's optional
 #   cell_cpu_cores, cpu_wait_cores and other_cpu_cores, and cells the flag `contended`.
+#   4 -> 5: a cell may end `data_unavailable` (its dataset could not be downloaded, cached
+#           or verified: a failure of the run, where version 4 said `failed`). Nothing to
+#           upgrade, as for 3 -> 4.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -61,9 +64,14 @@ def _v3_to_v4(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 4}
 
 
+def _v4_to_v5(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "schema_version": 5}
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2,
                                                                       2: _v2_to_v3,
-                                                                      3: _v3_to_v4}
+                                                                      3: _v3_to_v4,
+                                                                      4: _v4_to_v5}
 Timing = Literal["steps", "whole"]
 
 
@@ -83,6 +91,7 @@ class Status(StrEnum):
     NODE_LOST = "node_lost"
     BUDGET_STOPPED = "budget_stopped"
     QUEUE_TIMEOUT = "queue_timeout"  # waited in a scheduler's queue too long; never started
+    DATA_UNAVAILABLE = "data_unavailable"  # its dataset could not be had (a download failed)
 
     def is_done(self) -> bool:
         """Whether the cell measured what it set out to: `ok` only."""

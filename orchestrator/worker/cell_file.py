@@ -35,6 +35,7 @@ class FailureKind(StrEnum):
     OOM = "oom"  # MemoryError, CUDA out of memory
     UNSUPPORTED = "unsupported"  # the workload cannot run this configuration
     STACK_MISMATCH = "stack_mismatch"  # the environment is not the declared stack
+    DATA_UNAVAILABLE = "data_unavailable"  # its dataset could not be had (datasets.py)
 
 
 class CellFileError(ValueError):

@@ -35,6 +35,13 @@ class DatasetError(MatrixError):
     """A data file that cannot be fetched, or whose bytes are not the pinned ones."""
 
 
+class DataUnavailable(DatasetError):
+    """The dataset could not be had here: a download that failed, a cache that cannot be
+    written, bytes that do not match their pinned hash. A failure of the run, not of the
+    configuration: the cell ends `data_unavailable`, and the next `matrix run` runs it
+    again."""
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One file of a dataset, as the cache knows it."""
@@ -129,12 +136,12 @@ def _check(data_file: DataFile, path: Path, actual: str, url: str | None = None)
     if actual == data_file.sha256:
         return
     if url is None:
-        raise DatasetError(
+        raise DataUnavailable(
             f"{path}: sha256 mismatch for {data_file.key}: expected {data_file.sha256}, "
             f"got {actual}. "
             f"Delete the file to download it again, or fix MATRIX_BENCH_DATA "
             f"(now {data_dir()}) to point at a good copy laid out as <dataset>/<file>.")
-    raise DatasetError(
+    raise DataUnavailable(
         f"{url}: downloaded {data_file.key} has sha256 {actual}, expected {data_file.sha256}; "
         f"nothing was written to {path}. Check MATRIX_BENCH_DATA_URL, or set "
         f"MATRIX_BENCH_DATA to a good copy laid out as <dataset>/<file>.")
@@ -148,7 +155,7 @@ def _download(data_file: DataFile, path: Path) -> None:
         fd, part_name = tempfile.mkstemp(dir=path.parent, prefix=f".{data_file.name}.",
                                          suffix=".part")
     except OSError as exc:
-        raise DatasetError(f"cannot write the data cache {path.parent}: {exc}. "
+        raise DataUnavailable(f"cannot write the data cache {path.parent}: {exc}. "
                            "Set MATRIX_BENCH_DATA to a writable folder.") from exc
     part = Path(part_name)
     try:
@@ -161,7 +168,7 @@ def _download(data_file: DataFile, path: Path) -> None:
                     handle.write(chunk)
         except (urllib.error.URLError, http.client.HTTPException, OSError,
                 ValueError) as exc:
-            raise DatasetError(
+            raise DataUnavailable(
                 f"cannot download {url}: {exc}. Offline, set MATRIX_BENCH_DATA to a local "
                 f"copy laid out as <dataset>/<file> (here {data_file.key}).") from exc
         _check(data_file, path, digest.hexdigest(), url)

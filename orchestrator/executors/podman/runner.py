@@ -3,10 +3,12 @@
 Podman has no daemon to ask whether it still answers: each step is a `podman` command with
 a bound (the cell's wait is held to the cell's timeout, every other step to
 `STEP_TIMEOUT_S`), and one that cannot start or does not answer makes the cell
-`executor_unavailable` with podman's own first line. The image is found by its id (a
-copy keeps the id the Docker engine gave it), copied from the Docker engine on this
-machine by Podman's `docker-daemon:` transport, or pulled by digest from the matrix's
-registry with the provider's credentials in a private auth file removed afterwards.
+`executor_unavailable` with podman's own first line; one that does not answer is
+remembered on the node for a while (silence.py), so the cells after it do not each wait.
+The image is found by its id (a copy keeps the id the Docker engine gave it), copied from
+the Docker engine on this machine by Podman's `docker-daemon:` transport, or pulled by
+digest from the matrix's registry with the provider's credentials in a private auth file
+removed afterwards.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from orchestrator.executors.container import (
     refusal,
 )
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors.podman.silence import forget, remember, why_silent
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
 from orchestrator.results.records import Record, Status
@@ -57,16 +60,28 @@ class PodmanRefused(PodmanUnavailable):
     """A podman step that ended with an error of its own (an image it does not hold...)."""
 
 
-def _podman(*args: str, timeout: float = STEP_TIMEOUT_S) -> str:
-    """Run one podman command; its stdout, or PodmanUnavailable with podman's first line."""
+def _podman(*args: str, timeout: float | None = None, cells_bound: bool = False,
+            ask_anyway: bool = False) -> str:
+    """Run one podman command; its stdout, or PodmanUnavailable with podman's first line.
+    A step that gets no answer is remembered on this node (silence.py) and later steps fail
+    at once, but for `ask_anyway` (the sweep's first question); `cells_bound`: the bound is
+    the cell's own timeout, whose end is the cell's, not podman's silence."""
     binary = shutil.which("podman")
     if binary is None:
         raise PodmanUnavailable("podman is not installed on this node")
+    if not ask_anyway and (why := why_silent()):
+        raise PodmanSlow(why)
+    timeout = STEP_TIMEOUT_S if timeout is None else timeout
     try:
         done = subprocess.run([binary, *args], capture_output=True, text=True,
                               timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
-        raise PodmanSlow(f"podman {args[0]} did not answer in {timeout:.0f} s") from None
+        why = f"podman {args[0]} did not answer in {timeout:.0f} s"
+        if not cells_bound:
+            remember(why)
+        raise PodmanSlow(why) from None
+    if ask_anyway:
+        forget()
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         raise PodmanRefused(f"podman {args[0]} failed: {why[:200]}")
@@ -86,6 +101,8 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         fetch_dataset(cell)
     except PodmanUnavailable as exc:
         return refused(Status.EXECUTOR_UNAVAILABLE, str(exc))
+    except datasets.DataUnavailable as exc:  # a failure of the run: the next one retries
+        return refused(Status.DATA_UNAVAILABLE, str(exc))
     except datasets.DatasetError as exc:
         return refused(Status.FAILED, str(exc))
     except LookupError as exc:
@@ -146,7 +163,7 @@ def run_arguments(spec: ContainerSpec) -> list[str]:
 def _wait(container: str, timeout_s: float) -> tuple[bool, int | None]:
     """(timed out, exit status as a process's); killed at the timeout."""
     try:
-        out = _podman("wait", container, timeout=timeout_s)
+        out = _podman("wait", container, timeout=timeout_s, cells_bound=True)
     except PodmanSlow:
         with contextlib.suppress(PodmanUnavailable):
             _podman("kill", container, timeout=KILL_GRACE_S)
@@ -230,15 +247,17 @@ def _auth_file(reference: str) -> Iterator[list[str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _containers(label: str) -> list[str]:
+def _containers(label: str, ask_anyway: bool = False) -> list[str]:
     with contextlib.suppress(PodmanUnavailable):
-        return _podman("ps", "--all", "--quiet", "--filter", f"label={label}").split()
+        return _podman("ps", "--all", "--quiet", "--filter", f"label={label}",
+                       ask_anyway=ask_anyway).split()
     return []
 
 
 def remove_leftovers(run: str) -> int:
-    """Remove the containers of `run` that a crashed or killed sweep left behind."""
-    leftovers = _containers(f"{LABEL_RUN}={run}")
+    """Remove the containers of `run` that a crashed or killed sweep left behind. A sweep
+    asks this first: podman is asked even where it was silent a moment ago."""
+    leftovers = _containers(f"{LABEL_RUN}={run}", ask_anyway=True)
     for container in leftovers:
         _remove(container)
     return len(leftovers)
