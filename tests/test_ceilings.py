@@ -46,7 +46,8 @@ def test_the_probe_measures_dense_products_under_this_cpus_bound(framework):
     assert 1e9 < found.flops <= bound.flops, (found, bound)
     op = "linear" if framework == "torch" else "matmul"  # torch's as its models compute
     assert found.probe.startswith(f"{framework} fp32 {op} ") and "best of 5" in found.probe
-    assert found.precision == "fp32" and 0 < found.cost_s < 20
+    # its cost is bench/ceiling_cost.py's to measure; here only a hang is bounded
+    assert found.precision == "fp32" and 0 < found.cost_s < 120
 
 
 def test_a_framework_or_precision_without_a_probe_says_why():

@@ -122,7 +122,7 @@ def test_a_script_with_the_client_and_one_without_run_and_report(tmp_path):
 
     (plain,) = rows[rows["workload"] == "without_client"].itertuples()
     assert plain.timing == "whole" and pd.isna(plain.items_per_s) and pd.isna(plain.items)
-    assert 0.3 <= plain.epoch_s < 10  # its wall time, start-up included
+    assert 0.3 <= plain.epoch_s < 120  # its wall time, start-up included (a hang guard above)
     assert plain.host_rss_peak_bytes >= 64 * 2**20  # the script's own memory, not the worker's
 
     logs = "".join(p.read_text() for p in (run_dir / "logs").glob("*.log"))

@@ -136,7 +136,7 @@ def test_offline_or_an_index_that_does_not_answer_keeps_the_warning_and_says_why
     assert waited.returncode == 0, waited.stderr
     (line,) = waited.stderr.strip().splitlines()
     assert line.endswith(f"not checked (the package index {quiet} did not answer in 5 s)")
-    assert 5 <= elapsed < 15
+    assert 5 <= elapsed < 60  # it waited its bound, and no longer than a hang guard
 
     refused = run_cli("validate", str(path), cwd=tmp_path)  # the session's: port 9
     assert refused.returncode == 0

@@ -8,7 +8,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
 import zipfile
 
 import pandas as pd
@@ -25,10 +24,8 @@ def test_the_scaffold_runs_as_made_and_its_own_test_passes(tmp_path):
     folder = tmp_path / "my_bench"
     assert sorted(p.name for p in folder.iterdir()) == [
         "defaults.yaml", "example.yaml", "flops.py", "test_workload.py", "workload.py"]
-    start = time.monotonic()
     done = run_cli("run", str(folder / "example.yaml"), "--no-ray", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert time.monotonic() - start < 60
     run_dir = tmp_path / "reports" / "my_bench-example"
     assert_statuses(run_dir, ["ok", "ok"])
     rows = pd.read_parquet(run_dir / "results.parquet")

@@ -74,7 +74,9 @@ def test_a_frozen_postgresql_holds_no_sweep_and_the_run_catches_up(tmp_path, pos
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
     assert sweep.returncode == 0, out + err
-    assert took < 30, took  # three cells of under a second, and one bounded wait
+    # one bounded wait in all (the one warning below), not one per cell; the rest is the
+    # machine's load, so only a hang is bounded here
+    assert took < 90, took
     assert (out + err).count(WARNING) == 1, out + err
     assert [c["status"] for c in cell_records(tmp_path / "run")] == ["ok"] * 4
     done = run_cli("db", "import", "run", "--db", url, cwd=tmp_path)
@@ -102,6 +104,6 @@ def test_ctrl_c_wins_over_a_sqlite_write_lock_another_process_holds(tmp_path):
     # The lock would hold the write for 600 s (and once held it for the 60 s busy timeout);
     # what the interrupt waits for is the report it writes with its plots: about 3 s on an
     # idle machine, 5.3 s once on a loaded 2-core CI runner.
-    assert took < 30, (took, out, err)
+    assert took < 90, (took, out, err)  # far below the lock's 600 s, whatever the load
     assert sweep.returncode == 130, out + err
     assert "Traceback" not in err

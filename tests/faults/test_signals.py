@@ -58,9 +58,9 @@ def test_a_signal_stops_the_sweep_and_keeps_what_finished(how, request, matrix_f
         time.sleep(0.2)
     assert len(cell_records(run_dir)) == 1  # the short cell finished, the long one runs
     os.kill(process.pid, sig)
-    start = time.monotonic()
-    stdout, stderr = process.communicate(timeout=30)
-    assert time.monotonic() - start < 10
+    # stopped, not waited out: the 60 s cell never ends (its record, below, is absent);
+    # the shutdown's own length is load, not behaviour, so only a hang is bounded
+    stdout, stderr = process.communicate(timeout=50)
     assert process.returncode == 130, stderr
     assert "run the same command again to resume" in stdout
     time.sleep(0.5)
