@@ -197,7 +197,8 @@ def test_an_error_of_a_kind_unknown_fails_the_cell_and_says_so(tmp_path):
     *_, cell = driver_reads(tmp_path, [error])
     assert isinstance(cell, CellRecord) and cell.status is Status.FAILED
     assert cell.error == ("X: hot; output line 1: error field 'kind' is 'melted', not one "
-                          "of 'failed', 'oom', 'unsupported', 'stack_mismatch' (left out)")
+                          "of 'failed', 'oom', 'unsupported', 'stack_mismatch', "
+                          "'data_unavailable' (left out)")
 
 
 def test_what_a_real_worker_writes_the_driver_reads_without_a_warning(tmp_path):

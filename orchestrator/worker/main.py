@@ -20,7 +20,6 @@ from orchestrator.worker.ceiling import ceiling_provenance
 from orchestrator.worker.cell_file import FailureKind, read_cell_file
 from orchestrator.worker.command import CommandFailed, run_command
 from orchestrator.worker.context import Context, RecordWriter, Unsupported
-from orchestrator.worker.datasets import DataUnavailable
 from orchestrator.worker.host import cpu_model, hostname, python_version
 from orchestrator.worker.measure import FRAMEWORK_ENV
 from orchestrator.worker.records import ErrorLine, ProvenanceLine, TimingLine
@@ -99,9 +98,13 @@ def _error_record(exc: BaseException) -> ErrorLine:
     message = str(exc)
     oom = isinstance(exc, MemoryError) or name == "OutOfMemoryError" or (
         "out of memory" in message.lower() and "cuda" in message.lower())
+    # the dataset module (urllib, http) is the workload's to import: none that did not
+    # import it raised its DataUnavailable
+    datasets = sys.modules.get("orchestrator.worker.datasets")
     kind = (FailureKind.UNSUPPORTED if isinstance(exc, Unsupported) else
             FailureKind.STACK_MISMATCH if isinstance(exc, StackMismatch) else
-            FailureKind.DATA_UNAVAILABLE if isinstance(exc, DataUnavailable) else
+            FailureKind.DATA_UNAVAILABLE if datasets is not None and
+            isinstance(exc, datasets.DataUnavailable) else
             FailureKind.OOM if oom else FailureKind.FAILED)
     return ErrorLine(kind=kind, type=name, message=message[:2000])
 
