@@ -94,6 +94,17 @@ def test_a_silent_podman_is_waited_for_once_then_every_cell_says_so_at_once(node
     assert len(calls(node)) > asked + 2
 
 
+def test_a_podman_wait_that_says_no_exit_status_ends_the_cell_executor_unavailable(node):
+    """Once an IndexError traceback from the empty answer."""
+    script = node / "bin" / "podman"
+    script.write_text('#!/bin/sh\ncase "$1" in run) echo c1;; esac\n')  # wait says nothing
+    (cell, *_) = cells(node)
+    (ended,) = [r for r in runner.run_cell(cell, node / "run", ToolInfo("t", None), IMAGE)
+                if r.record == "cell"]
+    assert ended.status == "executor_unavailable"
+    assert ended.error == "podman wait gave no exit status ('') mid-cell", ended.error
+
+
 def test_a_cell_past_its_own_timeout_is_not_podman_being_silent(node):
     """`podman wait` bounded by the cell's timeout ends the cell, not podman's turn."""
     podman(node, hangs=True)

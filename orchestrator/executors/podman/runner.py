@@ -169,7 +169,10 @@ def _wait(container: str, timeout_s: float) -> tuple[bool, int | None]:
             _podman("kill", container, timeout=KILL_GRACE_S)
             _podman("wait", container, timeout=KILL_GRACE_S)
         return True, None
-    return False, as_process_status(int(out.split()[-1]))
+    said = out.split()
+    if not said or not said[-1].lstrip("-").isdigit():  # it answered, but not an exit status
+        raise PodmanRefused(f"podman wait gave no exit status ({out.strip()[:80]!r})")
+    return False, as_process_status(int(said[-1]))
 
 
 def _oom_killed(container: str) -> bool:
