@@ -45,10 +45,13 @@ def remember(why: str) -> None:
     folder = _folder()
     if folder is None:
         return
-    fd, partial = tempfile.mkstemp(dir=folder, prefix=".podman-silent-")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump({"why": why, "at": time.time()}, out)
-    os.replace(partial, folder / NOTE)
+    try:  # a memory only: a full disk must not turn podman's silence into a traceback
+        fd, partial = tempfile.mkstemp(dir=folder, prefix=".podman-silent-")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump({"why": why, "at": time.time()}, out)
+        os.replace(partial, folder / NOTE)
+    except OSError:
+        return
 
 
 def why_silent() -> str | None:
