@@ -114,22 +114,24 @@ def test_the_head_tears_the_cluster_down_when_no_follower_takes_the_results(
 
 def test_a_spend_that_reaches_the_budget_stops_new_cells(aws, ray_cluster, tmp_path):
     _, ami = aws
-    # $1 per second of node-a; each 1 s cell is estimated at $1: two fit in $3, not three.
-    cells, _ = driver_cells(tmp_path, ami, seconds=1.0, hardware="[node-a]", repeats=4)
+    # $1 per second of node-a; each 3 s cell is estimated at $3. A cell's wall is its 3 s
+    # and the worker's start, about 0.2 s here and 1.1 s beside two busy loops: the second
+    # starts while the first's wall is under 5.5 s, the third never (6 s and more spent).
+    cells, _ = driver_cells(tmp_path, ami, seconds=3.0, hardware="[node-a]", repeats=4)
     follower = JobFollower(lambda: ray_cluster.dashboard_url, warn=print, poll_s=0.5)
     job = submit(follower, tmp_path, DriverInput(
         run_id="budget", run_root=str(tmp_path / "nodes"), cells=cells,
-        images={}, tool=TOOL, budget_usd=3.0, usd_per_hour={"node-a": 3600.0},
-        estimate_s={c.cell_id: 1.0 for c in cells}, follower_grace_s=60))
+        images={}, tool=TOOL, budget_usd=8.5, usd_per_hour={"node-a": 3600.0},
+        estimate_s={c.cell_id: 3.0 for c in cells}, follower_grace_s=60))
     try:
         ended = [records[-1] for _, records in follower.follow(job, cells)]
     finally:
         follower.stop(job)
     assert all(isinstance(r, CellRecord) for r in ended)
     statuses = Counter(r.status.value for r in ended if isinstance(r, CellRecord))
-    assert statuses == {"ok": 2, "budget_stopped": 2}
+    assert statuses == {"ok": 2, "budget_stopped": 2}, [(r.status, r.wall_s) for r in ended]
     stopped = [r for r in ended if isinstance(r, CellRecord) and r.status == "budget_stopped"]
-    assert all("budget_usd 3 reached" in str(r.error) for r in stopped)
+    assert all("budget_usd 8.5 reached" in str(r.error) for r in stopped)
 
 
 def test_the_follower_catches_up_after_a_lost_connection(aws, ray_cluster, tmp_path):

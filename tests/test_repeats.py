@@ -17,17 +17,18 @@ pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast 
 
 POLICY = RepeatPolicy(min=3, max=6, until_cv=0.02)
 
-# seconds 0.4 in 4 sleeps: a repeat without jitter varies by the sleeps' overshoot (well
-# under 1%); with jitter 3 each sleep lasts 1 to 4 times as long, at random: the first three
-# repeats' CV is 4.9%, then over 20% (seeded by the repeat, so the same in every run).
+# seconds 0.4 in 2 sleeps: a repeat without jitter varies by the sleeps' overshoot, well
+# under 1% on a quiet machine and under 5% with a wake-up up to 14 ms late (a loaded one);
+# with jitter 3 each sleep lasts 1 to 4 times as long, at random: the CV of repeats 1-3 is
+# 27.7%, and over 27% up to the sixth (seeded by the repeat, so the same in every run).
 SWEEP = """
 name: adaptive
 hardware: [{{name: box, kind: local}}]
 stacks: [{{name: here, executor: process}}]
-workloads: [{{name: sleep, params: {{seconds: 0.4, steps: 4, jitter: [0.0, 3.0]}}}}]
+workloads: [{{name: sleep, params: {{seconds: 0.4, steps: 2, jitter: [0.0, 3.0]}}}}]
 repeats: {repeats}
 """
-ADAPTIVE = "{min: 3, max: 6, until_cv: 0.02}"
+ADAPTIVE = "{min: 3, max: 6, until_cv: 0.05}"
 
 
 def test_the_coefficient_of_variation_is_the_sample_deviation_over_the_mean():
@@ -67,7 +68,7 @@ def _repeats_by_jitter(run_dir) -> dict[float, list[int]]:
     for record in journal(run_dir):
         if record["record"] == "cell":
             assert record["status"] == "ok", record
-            assert record["target_cv"] == 0.02
+            assert record["target_cv"] == 0.05
             found.setdefault(record["param.jitter"], []).append(record["repeat"])
     return {jitter: sorted(repeats) for jitter, repeats in found.items()}
 
@@ -79,10 +80,10 @@ def test_a_quiet_configuration_stops_at_min_and_a_jittery_one_runs_to_max(matrix
     assert result.returncode == 0, result.stdout + result.stderr
     assert "6 cells to run (up to 12 by repeats: until_cv)" in result.stdout
     assert _repeats_by_jitter(tmp_path / "run") == {0.0: [1, 2, 3], 3.0: [1, 2, 3, 4, 5, 6]}
-    assert result.stdout.count("repeats: 1 configuration(s) above until_cv 2.0%") == 3
+    assert result.stdout.count("repeats: 1 configuration(s) above until_cv 5.0%") == 3
     report = (tmp_path / "run" / "report.md").read_text()
     unsettled = report.split("Never settled:")[1].split("\n## ")[0]
-    assert "- box jitter=3: CV " in unsettled and "over 6 repeats, target 2.0%" in unsettled
+    assert "- box jitter=3: CV " in unsettled and "over 6 repeats, target 5.0%" in unsettled
     assert "jitter=0" not in unsettled
     table = report.split("## sleep")[1]
     assert "| 6 (6x) |" in table and "| 3 (3x) |" in table and "CV/repeat" in table
@@ -111,7 +112,7 @@ def test_a_rerun_redoes_the_repeats_and_extends_them_again(matrix_file, tmp_path
     assert again.returncode == 0, again.stdout + again.stderr
     # the redo starts from min again, and the jittery configuration earns its repeats anew
     assert "6 cells to run (up to 12 by repeats: until_cv)" in again.stdout
-    assert again.stdout.count("repeats: 1 configuration(s) above until_cv 2.0%") == 3
+    assert again.stdout.count("repeats: 1 configuration(s) above until_cv 5.0%") == 3
     cells = [r for r in journal(run) if r["record"] == "cell"]
     assert len(cells) == 18
 
