@@ -27,33 +27,13 @@ from orchestrator.registry import providers
 from orchestrator.run.sweep import SweepOptions, run_sweep
 from orchestrator.validate import load_spec
 from tests.conftest import PROJECT, journal, run_cli
+from tests.plugin_install import install_plugins
 from tests.wheel_files import wheel
-
-PLUGINS = PROJECT / "tests" / "plugin_package"
-ENTRY_POINTS = ("[matrix_bench.executors]\nniced = acme_plugins.niced:KIND\n"
-                "broken = acme_plugins.missing:KIND\n"
-                "[matrix_bench.providers]\npool = acme_plugins.pool:KIND\n")
-
-
-def build_wheel(folder: Path) -> Path:
-    """tests/plugin_package as the wheel acme_plugins 1.0, its entry points the only
-    registration: no build backend needed."""
-    return wheel(folder, "acme-plugins", "1.0", entry_points=ENTRY_POINTS,
-                 files={p.relative_to(PLUGINS).as_posix(): p.read_text()
-                        for p in sorted(PLUGINS.rglob("*.py"))})
 
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory) -> dict[str, str]:
-    """The environment of a process that has acme_plugins installed (by pip, into a folder
-    PYTHONPATH names: never into .venv)."""
-    root = tmp_path_factory.mktemp("plugins")
-    target = root / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-                    "--no-index", "--target", str(target), str(build_wheel(root))], check=True)
-    # before this process's own path, if it has one (a work tree beside the installed one)
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(target),
-                                                        os.environ.get("PYTHONPATH")]))}
+    return install_plugins(tmp_path_factory.mktemp("plugins"))
 
 
 MATRIX = """

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.executors import CellRun, launch_worker
 from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
-from orchestrator.executors.process import run_cell
 from orchestrator.results.records import (
     CellRecord,
     MeasurementRecord,
@@ -203,7 +203,7 @@ def test_an_error_of_a_kind_unknown_fails_the_cell_and_says_so(tmp_path):
 
 def test_what_a_real_worker_writes_the_driver_reads_without_a_warning(tmp_path):
     cell = make_cell_model("sleep", {"seconds": 0.02, "steps": 2}, epochs=2)
-    provenance, *measurements, end = run_cell(cell, tmp_path, ToolInfo("t", None))
+    provenance, *measurements, end = launch_worker(CellRun(cell, tmp_path, ToolInfo("t", None)))
     assert isinstance(end, CellRecord) and end.status is Status.OK
     # no warning; the machine's own reasons (another test worker on the CPUs) may stand
     assert own_reasons(end.model_dump()) == []

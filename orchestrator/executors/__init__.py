@@ -1,18 +1,22 @@
 """Executors run one cell and return its records. Each is registered under the name a stack
 gives as its `executor`: `process` (this Python environment) and `docker` (a container of
-the stack's image) register below; a new one is one new module and one
-`register_executor` call (docs/ARCHITECTURE.md: executors).
+the stack's image) are registered by the registry itself (orchestrator/registry/
+executors.py), others by their entry points; a new one is one new module (or folder) and
+one registration (docs/ARCHITECTURE.md: an executor).
 
-Both built-ins start `python -m orchestrator.worker CELL_FILE OUT_FILE`
-(docs/ARCHITECTURE.md: worker input and output) and hand the exit status and OUT_FILE to
+Every executor is handed a `CellRun` and starts `python -m orchestrator.worker CELL_FILE
+OUT_FILE` (docs/ARCHITECTURE.md: worker input and output), on this machine through the
+public `launch_worker` (executors/launch.py: every guarantee a worker has), or in a
+container (executors/container.py); each hands the exit status and OUT_FILE to
 `outcome.records_for`, which turns them into journal records, so every executor classifies
 failures the same way.
 
-The registry (orchestrator/registry/executors.py, re-exported here for plugin authors) holds
-light declarations (`ExecutorKind`): the matrix's checks, the plan and the images read them
-without importing an implementation, which is loaded only when a cell runs or a run is
-cleaned up. Installed distributions add theirs by entry point (`matrix_bench.executors`,
-orchestrator/plugins.py), read the first time the registry is, in every process.
+The registry holds light declarations (`ExecutorKind`): the matrix's checks, the plan and
+the images read them without importing an implementation, which is loaded only when a cell
+runs or a run is cleaned up. Installed distributions add theirs by entry point
+(`matrix_bench.executors`, orchestrator/plugins.py), read the first time the registry is,
+in every process; `register_executor` adds one in this process only. This package
+re-exports what a plugin author needs.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.executors.launch import LaunchRefused, launch_worker
 from orchestrator.registry.executors import (
+    CellRun,
     Executor,
     ExecutorKind,
     ImageNeed,
@@ -37,8 +43,9 @@ if TYPE_CHECKING:
     from orchestrator.plan.cells import Cell
     from orchestrator.results.records import Record
 
-__all__ = ["Executor", "ExecutorKind", "ImageNeed", "execute", "executor_kind",
-           "executor_names", "needs_image", "register_executor", "remove_leftovers"]
+__all__ = ["CellRun", "Executor", "ExecutorKind", "ImageNeed", "LaunchRefused", "execute",
+           "executor_kind", "executor_names", "launch_worker", "needs_image",
+           "register_executor", "remove_leftovers"]
 
 
 def execute(cell: Cell, run_root: Path, tool: ToolInfo, images: dict[str, ImageRef],
@@ -46,8 +53,8 @@ def execute(cell: Cell, run_root: Path, tool: ToolInfo, images: dict[str, ImageR
             on_start: Callable[[], None] | None = None) -> list[Record]:
     """Run `cell` with its stack's executor; `images` maps stack names to built images."""
     executor = executor_kind(cell.stack.effective_executor).load()
-    return executor.run_cell(cell, run_root, tool, images.get(cell.stack.name), node_id,
-                             on_start)
+    return executor.run_cell(CellRun(cell, run_root, tool, images.get(cell.stack.name),
+                                     node_id, on_start))
 
 
 def remove_leftovers(run: str, names: list[str]) -> int:

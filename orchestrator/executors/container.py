@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.executors.environment import thread_settings
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.images.ref import ImageRef, image_workload_dir
 from orchestrator.plan.cells import Cell
+from orchestrator.registry.executors import CellRun
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
 
@@ -97,8 +98,8 @@ def provenance(image: ImageRef | None) -> dict[str, Any]:
             "repo_digest": image.repo_digest}
 
 
-def refusal(cell: Cell, files: CellFiles, tool: ToolInfo, image: ImageRef | None,
-            node_id: str | None, executor: str) -> Callable[[Status, str], list[Record]]:
+def refusal(run: CellRun, files: CellFiles,
+            executor: str) -> Callable[[Status, str], list[Record]]:
     """The records of a cell its runtime never started, with the reason in its log and
     the time it took to find that (a runtime that did not answer held the node)."""
     asked = time.perf_counter()
@@ -106,27 +107,22 @@ def refusal(cell: Cell, files: CellFiles, tool: ToolInfo, image: ImageRef | None
     def refused(status: Status, why: str) -> list[Record]:
         files.log.write_text(f"{executor} executor: {why}\n")
         exit = WorkerExit(returncode=None, timed_out=False, started_at=files.started_at,
-                          wall_s=round(time.perf_counter() - asked, 3), node_id=node_id)
-        return records_for(cell, exit, files, tool, provenance(image),
+                          wall_s=round(time.perf_counter() - asked, 3), node_id=run.node_id)
+        return records_for(run.cell, exit, files, run.tool, provenance(run.image),
                            status_override=(status, why))
     return refused
-
-
-RunCell = Callable[[Cell, Path, ToolInfo, ImageRef | None, str | None,
-                    Callable[[], None] | None], list[Record]]
 
 
 @dataclass(frozen=True)
 class ContainerExecutor:
     """A container runtime's executor (the `Executor` protocol) from its three functions."""
 
-    run: RunCell
+    run: Callable[[CellRun], list[Record]]
     leftovers: Callable[[str], int]
     stop: Callable[[Cell], None]
 
-    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
-                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
-        return self.run(cell, run_root, tool, image, node_id, on_start)
+    def run_cell(self, run: CellRun) -> list[Record]:
+        return self.run(run)
 
     def remove_leftovers(self, run: str) -> int:
         return self.leftovers(run)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from orchestrator.executors.container import (
     provenance,
     refusal,
 )
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.images.engine import (
     EngineUnavailable,
     check_engine,
@@ -45,6 +44,7 @@ from orchestrator.images.engine import (
 )
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
+from orchestrator.registry.executors import CellRun
 from orchestrator.registry.providers import registry_auth
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
@@ -55,12 +55,11 @@ WAIT_SLICE_S = 10.0  # a cell's wait asks the engine this often whether it still
 ENGINE_ERRORS = engine_errors()
 
 
-def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
-             node_id: str | None = None,
-             on_start: Callable[[], None] | None = None) -> list[Record]:
-    """Run `cell` in a container of `image` and return its journal records."""
-    files = CellFiles.prepare(in_image(cell), run_root)
-    refused = refusal(cell, files, tool, image, node_id, "docker")
+def run_cell(run: CellRun) -> list[Record]:
+    """Run `run.cell` in a container of `run.image` and return its journal records."""
+    cell, image = run.cell, run.image
+    files = CellFiles.prepare(in_image(cell), run.run_root)
+    refused = refusal(run, files, "docker")
     if image is None:
         return refused(Status.IMAGE_FAILED, f"stack {cell.stack.name} has no image")
     try:
@@ -86,8 +85,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine at {engine_name()} "
                                                    f"did not start the container: "
                                                    f"{first_line(exc)}")
-    if on_start is not None:
-        on_start()
+    run.started()
     follower = threading.Thread(target=_follow_logs, args=(container, files.log), daemon=True)
     follower.start()
     lost: str | None = None
@@ -111,9 +109,10 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
     if answers:  # else the next sweep removes it (a hung engine would hold this one here)
         _remove(container)
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
-                      wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
+                      wall_s=time.perf_counter() - start, oom_killed=oom, node_id=run.node_id)
     override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE, lost)
-    return records_for(cell, exit, files, tool, provenance(image), status_override=override)
+    return records_for(cell, exit, files, run.tool, provenance(image),
+                       status_override=override)
 
 
 def _image_here(client: Any, image: ImageRef) -> str:

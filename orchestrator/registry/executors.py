@@ -27,14 +27,37 @@ if TYPE_CHECKING:
     from orchestrator.spec.model import Stack
 
 
-class Executor(Protocol):
-    """How one kind of executor runs cells, and cleans up after them on this machine."""
+@dataclass(frozen=True)
+class CellRun:
+    """One cell as a dispatcher hands it to an executor: the cell, the run folder it writes
+    into (`cells/`, `logs/`), the tool's identity for its records, its stack's built image
+    (None for an executor that needs none), the node it runs on, and what to call the
+    moment the cell's own clock starts (a dispatcher holds it to its timeout from then)."""
 
-    def run_cell(self, cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
-                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Record]:
-        """Run `cell` (in `image`, for an executor that needs one) and return its records,
-        whatever happened: failures are records, never exceptions. Call `on_start` when the
-        cell's own clock starts, so a dispatcher can hold it to its timeout from outside."""
+    cell: Cell
+    run_root: Path
+    tool: ToolInfo
+    image: ImageRef | None = None
+    node_id: str | None = None
+    on_start: Callable[[], None] | None = None
+
+    def started(self) -> None:
+        """Say that the cell's clock has started (before its worker exists: whoever sees
+        the cell running sees it started)."""
+        if self.on_start is not None:
+            self.on_start()
+
+
+class Executor(Protocol):
+    """How one kind of executor runs cells, and cleans up after them on this machine.
+
+    An executor that starts the worker as a process of this machine does it through
+    `orchestrator.executors.launch_worker`, which keeps every guarantee a worker has (no
+    credential, the cell's GPUs, memory limit and timeout, nothing left running)."""
+
+    def run_cell(self, run: CellRun) -> list[Record]:
+        """Run `run.cell` and return its records, whatever happened: failures are records,
+        never exceptions. Call `run.started()` when the cell's own clock starts."""
         ...
 
     def remove_leftovers(self, run: str) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.executors import CellRun
 from orchestrator.executors.docker import LABEL_CELL, LABEL_RUN, run_cell
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images.engine import docker_client
@@ -255,7 +256,7 @@ def test_a_container_an_earlier_attempt_left_does_not_block_the_cell(
     assert made.returncode == 0, made.stderr
     monkeypatch.setenv("DOCKER_HOST", engine.host)
     image = find_image(docker_client(), STACK, tag)
-    records = run_cell(cell, tmp_path / "run", ToolInfo("test", None), image)
+    records = run_cell(CellRun(cell, tmp_path / "run", ToolInfo("test", None), image))
     assert records[-1].status is Status.OK, records[-1]
     assert engine.containers(f"{LABEL_RUN}={cell.run}") == []
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.executors import CellRun
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.executors.podman import runner, silence
 from orchestrator.images.ref import ImageRef
@@ -67,16 +68,21 @@ IMAGE = ImageRef(stack="pod", tag="matrix-bench:pod", image_id="sha256:" + "a" *
                  size_bytes=1)
 
 
+def ran(cell, node: Path) -> list:
+    """The records of `cell` run by the podman executor on `node`."""
+    return runner.run_cell(CellRun(cell, node / "run", ToolInfo("t", None), IMAGE))
+
+
 def test_a_silent_podman_is_waited_for_once_then_every_cell_says_so_at_once(node):
     first, *rest = cells(node)
-    (ended,) = [r for r in runner.run_cell(first, node / "run", ToolInfo("t", None), IMAGE)
+    (ended,) = [r for r in ran(first, node)
                 if r.record == "cell"]
     assert ended.status == "executor_unavailable"
     assert ended.error == f"podman image did not answer in {BOUND_S:.0f} s"
     assert ended.wall_s >= BOUND_S  # the time it held the node, not 0.0
     asked = len(calls(node))
     for cell in rest:
-        (later,) = [r for r in runner.run_cell(cell, node / "run", ToolInfo("t", None), IMAGE)
+        (later,) = [r for r in ran(cell, node)
                     if r.record == "cell"]
         assert later.status == "executor_unavailable"
         assert later.error.startswith(f"podman image did not answer in {BOUND_S:.0f} s at ")
@@ -90,7 +96,7 @@ def test_a_silent_podman_is_waited_for_once_then_every_cell_says_so_at_once(node
     podman(node, hangs=False)
     assert runner.remove_leftovers("silent") == 0
     assert silence.why_silent() is None
-    runner.run_cell(rest[0], node / "run", ToolInfo("t", None), IMAGE)
+    ran(rest[0], node)
     assert len(calls(node)) > asked + 2
 
 
@@ -99,7 +105,7 @@ def test_a_podman_wait_that_says_no_exit_status_ends_the_cell_executor_unavailab
     script = node / "bin" / "podman"
     script.write_text('#!/bin/sh\ncase "$1" in run) echo c1;; esac\n')  # wait says nothing
     (cell, *_) = cells(node)
-    (ended,) = [r for r in runner.run_cell(cell, node / "run", ToolInfo("t", None), IMAGE)
+    (ended,) = [r for r in ran(cell, node)
                 if r.record == "cell"]
     assert ended.status == "executor_unavailable"
     assert ended.error == "podman wait gave no exit status ('') mid-cell", ended.error

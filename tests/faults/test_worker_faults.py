@@ -16,8 +16,8 @@ import time
 import psutil
 import pytest
 
+from orchestrator.executors import CellRun, launch_worker
 from orchestrator.executors.outcome import ToolInfo
-from orchestrator.executors.process import run_cell
 from orchestrator.plan.cells import expand
 from orchestrator.validate import load_spec
 from tests.conftest import PROJECT, cell_records, run_cli
@@ -86,7 +86,7 @@ def test_stack_pins_are_checked_before_running(matrix_file, tmp_path):
         workloads: [{name: sleep, params: {seconds: 0.1}}]
         """.replace("OTHER", other)))
     for cell in expand(spec):
-        records = run_cell(cell, tmp_path / "run", ToolInfo("test", None))
+        records = launch_worker(CellRun(cell, tmp_path / "run", ToolInfo("test", None)))
         assert records[-1].status == "stack_mismatch", records[-1]
         assert cell.stack.name in records[-1].error
         assert len(records) == 2  # provenance and cell: nothing ran
@@ -100,16 +100,16 @@ def test_a_memory_limit_without_evidence_is_not_called_oom(matrix_file, tmp_path
         workloads: [{name: sleep, params: {fault: kill}}]
         """))
     (cell,) = expand(spec)
-    records = run_cell(cell, tmp_path / "run", ToolInfo("test", None))
+    records = launch_worker(CellRun(cell, tmp_path / "run", ToolInfo("test", None)))
     assert records[-1].status == "crashed"  # SIGKILL alone is no evidence of memory
 
 
 def test_a_worker_sees_exactly_its_cells_gpus(monkeypatch):
-    from orchestrator.executors.process import _worker_env
+    from orchestrator.executors.launch import worker_env
     from tests.cells import make_cell_model
 
     def env_for(gpus: int) -> str:
-        return _worker_env(make_cell_model("sleep", {}, 1, gpus=gpus))["CUDA_VISIBLE_DEVICES"]
+        return worker_env(make_cell_model("sleep", {}, 1, gpus=gpus))["CUDA_VISIBLE_DEVICES"]
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert (env_for(0), env_for(1), env_for(2)) == ("", "0", "0,1")  # a --no-ray run

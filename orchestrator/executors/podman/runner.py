@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from orchestrator.executors.container import (
@@ -37,10 +37,11 @@ from orchestrator.executors.container import (
     provenance,
     refusal,
 )
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.executors.podman.silence import forget, remember, why_silent
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
+from orchestrator.registry.executors import CellRun
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
 
@@ -88,12 +89,11 @@ def _podman(*args: str, timeout: float | None = None, cells_bound: bool = False,
     return done.stdout
 
 
-def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
-             node_id: str | None = None,
-             on_start: Callable[[], None] | None = None) -> list[Record]:
-    """Run `cell` in a Podman container of `image` and return its journal records."""
-    files = CellFiles.prepare(in_image(cell), run_root)
-    refused = refusal(cell, files, tool, image, node_id, "podman")
+def run_cell(run: CellRun) -> list[Record]:
+    """Run `run.cell` in a Podman container of `run.image` and return its journal records."""
+    cell, image = run.cell, run.image
+    files = CellFiles.prepare(in_image(cell), run.run_root)
+    refused = refusal(run, files, "podman")
     if image is None:
         return refused(Status.IMAGE_FAILED, f"stack {cell.stack.name} has no image")
     try:
@@ -115,8 +115,7 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
         container = _podman("run", *run_arguments(spec)).strip()
     except PodmanUnavailable as exc:
         return refused(Status.EXECUTOR_UNAVAILABLE, f"podman did not start the container: {exc}")
-    if on_start is not None:
-        on_start()
+    run.started()
     lost: str | None = None
     with open(files.log, "wb") as log:
         follower = subprocess.Popen([shutil.which("podman") or "podman", "logs", "--follow",
@@ -138,9 +137,10 @@ def run_cell(cell: Cell, run_root: Path, tool: ToolInfo, image: ImageRef | None,
                 follower.wait()
     _remove(container)
     exit = WorkerExit(returncode=returncode, timed_out=timed_out, started_at=files.started_at,
-                      wall_s=time.perf_counter() - start, oom_killed=oom, node_id=node_id)
+                      wall_s=time.perf_counter() - start, oom_killed=oom, node_id=run.node_id)
     override = None if lost is None else (Status.EXECUTOR_UNAVAILABLE, lost)
-    return records_for(cell, exit, files, tool, provenance(image), status_override=override)
+    return records_for(cell, exit, files, run.tool, provenance(image),
+                       status_override=override)
 
 
 def run_arguments(spec: ContainerSpec) -> list[str]:

@@ -1,39 +1,19 @@
-"""The `niced` executor: the worker at the lowest CPU priority (`nice -n 19`), through the
-building blocks every executor shares (the cell's files, the worker, the outcome)."""
+"""The `niced` executor: the worker at the lowest CPU priority (`nice -n 19`), started by the
+public launch, so it keeps every guarantee a worker has (no credential, the cell's timeout
+over its whole process group, nothing left running, the memory limit) without copying any."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
+import dataclasses
 from typing import Any
 
-from orchestrator.executors import ExecutorKind
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors import CellRun, ExecutorKind, launch_worker
 
 
 class NicedExecutor:
-    def run_cell(self, cell: Any, run_root: Path, tool: ToolInfo, image: object,
-                 node_id: str | None, on_start: Callable[[], None] | None) -> list[Any]:
-        files = CellFiles.prepare(cell, run_root)
-        if on_start is not None:
-            on_start()
-        start = time.perf_counter()
-        with open(files.log, "wb") as log:
-            try:
-                returncode: int | None = subprocess.run(
-                    ["nice", "-n", "19", sys.executable, "-m", "orchestrator.worker",
-                     str(files.cell), str(files.out)], stdout=log, stderr=subprocess.STDOUT,
-                    timeout=cell.timeout_s, check=False).returncode
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                returncode, timed_out = None, True
-        exit = WorkerExit(returncode=returncode, timed_out=timed_out,
-                          started_at=files.started_at, wall_s=time.perf_counter() - start,
-                          node_id=f"niced:{node_id}")
-        return records_for(cell, exit, files, tool, {})
+    def run_cell(self, run: CellRun) -> list[Any]:
+        return launch_worker(dataclasses.replace(run, node_id=f"niced:{run.node_id}"),
+                             wrapper=["nice", "-n", "19"], extra_env={"ACME_NICENESS": "19"})
 
     def remove_leftovers(self, run: str) -> int:
         return 0
