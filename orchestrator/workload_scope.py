@@ -10,11 +10,14 @@ declarations are cached per process (workload_registry.load_workload): they are 
 for every matrix.
 
 A report reads a store's rows, not a matrix: report/frame.py adds the workloads its runs
-came from to the process's `reported()` ones, which the report's modules ask.
+came from to the process's `reported()` ones, which the report's modules ask by name. A
+row's verdict reads its workload by name and folder (`as_recorded`): two runs of one name
+from two folders are each judged by their own FLOP model, in whichever order they come.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +82,20 @@ class Workloads:
         if code is not None:
             commands[name] = code
         return Workloads(folders, commands, {**self.declared, name: info})
+
+    def as_recorded(self, name: str, folder: object) -> Workloads:
+        """These workloads as a row of workload `name` recorded from `folder` (its
+        `workload_dir`) reads them: with that folder for the name where it is another
+        workload folder than these hold, else these. Two runs of one name from two folders,
+        reported together, are each judged by their own declaration and FLOP model."""
+        if not isinstance(folder, str) or not folder or name not in self.folders:
+            return self
+        if self.folders[name] == Path(folder):
+            return self
+        info = _folder_declaration(name, folder)
+        if info is None:
+            return self
+        return self._with(info, folder=Path(folder))
 
     def load(self, name: str) -> WorkloadInfo:
         """The declaration of workload `name`: the user's own, else a built-in's or an
@@ -152,6 +169,16 @@ class Workloads:
             except MatrixError:
                 continue
         return tuple(sorted(param_column(name) for name in names if name))
+
+
+@functools.lru_cache(maxsize=64)
+def _folder_declaration(name: str, folder: str) -> WorkloadInfo | None:
+    """The declaration of the workload folder `folder` as `name` (read once per folder:
+    a report asks it for every row), or None where it is no workload folder now."""
+    try:
+        return folder_declaration(name, Path(folder))
+    except MatrixError:
+        return None
 
 
 # the workloads of the runs this process reports on (report/frame.py adds a store's)

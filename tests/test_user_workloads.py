@@ -198,3 +198,39 @@ def test_a_preset_works_from_presets_alone(tmp_path):
     shown = run_cli("workloads", "my_sleep", "-m", str(matrix), cwd=tmp_path)
     assert "one of the presets (quick), or none" in " ".join(shown.stdout.split())
     assert "preset quick: seconds=0.01" in shown.stdout
+
+
+def own_model(root: Path, version: str, factor: int) -> Path:
+    """A `path:` workload named my_model in `root`, of its own version and FLOP model."""
+    folder = make_folder(root)
+    write(folder / "defaults.yaml", DEFAULTS.replace('version: "1"', f'version: "{version}"'))
+    write(folder / "flops.py",
+          f"def flops_per_item(params):\n    return {factor}.0 * params['n']\n")
+    write(folder / "workload.py", WORKLOAD.replace(
+        "assert flops_per_item(ctx.params) == ctx.params[\"n\"]", "pass"))
+    return folder
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_name_from_two_folders_are_each_judged_by_their_own(tmp_path):
+    """A report once kept the first run's folder for the name: the other run's rows were
+    judged by its FLOP model and flagged "FLOP model revised", whichever came second."""
+    runs = {}
+    for label, version, factor in (("a", "1", 1), ("b", "7", 3)):
+        own_model(tmp_path / label, version, factor)
+        done = run_cli("run", str(matrix(tmp_path / label)), "--no-ray", "--db", "none",
+                       "-o", str(tmp_path / f"run-{label}"), cwd=tmp_path / label)
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs[label] = tmp_path / f"run-{label}"
+    for order in (("a", "b"), ("b", "a")):
+        out = tmp_path / f"merged-{''.join(order)}"
+        done = run_cli("report", *(str(runs[label]) for label in order), "-o", str(out),
+                       cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        rows = pd.read_parquet(out / "results.parquet")
+        assert not rows["flops_note"].fillna("").str.contains("revised").any(), order
+        # judged by their own model: nothing implausible (a busy machine may flag contention)
+        assert not rows["flags"].fillna("").str.contains("implausible").any(), order
+        declared = rows["workload_version"].str.split("+").str[0]  # its code's hash after
+        by_version = rows.groupby(declared)["flops_per_item"].apply(set).to_dict()
+        assert by_version == {"1": {1000.0, 20000.0}, "7": {3000.0, 60000.0}}, order

@@ -36,7 +36,7 @@ from orchestrator.report.markdown import present
 from orchestrator.results.columns import from_param_columns, param_column, param_columns
 from orchestrator.results.records import JUDGED_FLAGS, Flag
 from orchestrator.worker.context import model_flops_per_item
-from orchestrator.workload_scope import reported
+from orchestrator.workload_scope import Workloads, reported
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -235,7 +235,7 @@ def flop_count(row: Any) -> tuple[float | None, str]:
         return model, ""
     said = f"recorded {recorded:.3g} FLOP per item, the model says {model:.3g}"
     version = str(row["workload_version"]) if present(row.get("workload_version")) else None
-    current = declared_version(str(row.get("workload")))
+    current = declared_version(row)
     if version is not None and version.split("+")[0] == current:
         return model, f"implausible: {said}"
     return model, (f"FLOP model revised: {said} (recorded under workload version "
@@ -245,19 +245,27 @@ def flop_count(row: Any) -> tuple[float | None, str]:
 def model_count(row: Any) -> float | None:
     """FLOPs per item from the row's workload's FLOP model and its parameters; None for a
     workload without one, or a row that lacks a parameter the model reads."""
+    workload = str(row.get("workload"))
     try:
-        package = reported().importable(str(row.get("workload")))
+        package = row_workloads(row).importable(workload)
         return None if package is None else model_flops_per_item(package, _workload_params(row))
     except (KeyError, TypeError, ValueError):
         return None
 
 
-def declared_version(workload: str) -> str | None:
-    """The version the workload declares now (its FLOP model's), or None where unknown."""
+def declared_version(row: Any) -> str | None:
+    """The version the row's workload declares now (its FLOP model's), or None where
+    unknown."""
     try:
-        return reported().load(workload).version
+        return row_workloads(row).load(str(row.get("workload"))).version
     except MatrixError:
         return None
+
+
+def row_workloads(row: Any) -> Workloads:
+    """The workloads as the row reads them: its own folder for its workload, where it came
+    from a `path:` folder (workload_scope.Workloads.as_recorded)."""
+    return reported().as_recorded(str(row.get("workload")), row.get("workload_dir"))
 
 
 def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:

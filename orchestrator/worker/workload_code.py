@@ -1,11 +1,13 @@
 """Importing a workload's code, wherever it lives: a built-in under `workloads/<name>/`, an
 installed distribution's package (its module path), or a user's folder (`path:` in the
-matrix), which becomes the package `matrix_bench_workloads.<name>` so that its modules may
-import each other, relatively or by their plain names. Stdlib only: the worker imports this
-for every cell."""
+matrix), which becomes the package `matrix_bench_workloads.<name>_<folder digest>` so that
+its modules may import each other, relatively or by their plain names, and two folders of
+one name (two runs reported together) are two packages. Stdlib only: the worker imports
+this for every cell."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import sys
 import types
@@ -21,7 +23,8 @@ def workload_package(name: str, folder: str | None, module: str | None = None) -
         return module
     if folder is None:
         return f"workloads.{name}"
-    package = f"{USER_PACKAGE}.{name}"
+    digest = hashlib.sha256(folder.encode()).hexdigest()[:12]
+    package = f"{USER_PACKAGE}.{name}_{digest}"
     if package not in sys.modules:
         if USER_PACKAGE not in sys.modules:
             sys.modules[USER_PACKAGE] = _namespace(USER_PACKAGE, [])
