@@ -254,8 +254,7 @@ def model_count(row: Any) -> float | None:
 
 
 def declared_version(row: Any) -> str | None:
-    """The version the row's workload declares now (its FLOP model's), or None where
-    unknown."""
+    """The version the row's workload declares now (its FLOP model's), or None."""
     try:
         return row_workloads(row).load(str(row.get("workload"))).version
     except MatrixError:
