@@ -242,6 +242,42 @@ def node_ports() -> dict[str, object]:
             "metrics_export_port": free_port(), "runtime_env_agent_port": free_port()}
 
 
+RAY_START_TRIES = 3
+
+
+def _start_ray_cluster(dashboard_port: int):
+    """The two nodes, started afresh up to RAY_START_TRIES times. Ray gives a node's raylet
+    30 s to register (a constant of ray/_private/node.py); beside two busy loops, with the
+    other test worker building images, a session once missed it and 26 tests errored. What
+    a failed try started (its GCS, raylet, dashboard: this process's new children) is ended
+    before the next."""
+    import psutil
+    from ray.cluster_utils import Cluster
+
+    node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}
+    for attempt in range(1, RAY_START_TRIES + 1):
+        before = {child.pid for child in psutil.Process().children(recursive=True)}
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=False, connect=False)
+            cluster.add_node(**node_args, **node_ports(), resources={"hw:node-a": 1},
+                             include_dashboard=True, dashboard_host="127.0.0.1",
+                             dashboard_port=dashboard_port)
+            cluster.add_node(**node_args, **node_ports(), resources={"hw:node-b": 1})
+            return cluster
+        except Exception as exc:
+            if attempt == RAY_START_TRIES:
+                raise
+            print(f"the test Ray cluster did not start (try {attempt}): {exc}",
+                  file=sys.stderr)
+            if cluster is not None:
+                cluster.shutdown()
+            for child in psutil.Process().children(recursive=True):
+                if child.pid not in before:
+                    child.kill()
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     """A real Ray cluster on this machine: the head offers hw:node-a, a second node hw:node-b,
@@ -251,16 +287,11 @@ def ray_cluster() -> Iterator[RayCluster]:
     its own nodes, never another Ray on the machine. Its processes sign AWS requests with
     fake keys, for moto; no other test sees them.
     """
-    from ray.cluster_utils import Cluster
-    node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}
     port = free_port()
     saved = {name: os.environ.get(name) for name in FAKE_AWS_ENV}
     os.environ.update(FAKE_AWS_ENV)
     try:
-        cluster = Cluster(initialize_head=True, connect=False, head_node_args={
-            **node_args, **node_ports(), "resources": {"hw:node-a": 1},
-            "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port})
-        cluster.add_node(**node_args, **node_ports(), resources={"hw:node-b": 1})
+        cluster = _start_ray_cluster(port)
     finally:
         for name, value in saved.items():
             if value is None:
