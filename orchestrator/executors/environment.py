@@ -117,6 +117,12 @@ def without_credentials(url: str) -> str:
 
 
 def admitted(name: str) -> bool:
-    if names_a_credential(name) or name.upper().startswith(CLOUD_SDK_PREFIXES):
+    if withheld(name):
         return False
     return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+
+
+def withheld(name: str) -> bool:
+    """Whether no worker may hold variable `name`, whoever offers it: a credential's name,
+    or anything of a cloud SDK."""
+    return names_a_credential(name) or name.upper().startswith(CLOUD_SDK_PREFIXES)

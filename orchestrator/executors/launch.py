@@ -29,11 +29,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from orchestrator.executors.environment import worker_environment
+from orchestrator.executors.environment import withheld, worker_environment
 from orchestrator.executors.leftovers import CELL_MARK, end_leftovers, new_mark
 from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.plan.cells import Cell
-from orchestrator.redact import names_a_credential
 from orchestrator.registry.executors import CellRun
 from orchestrator.results.records import Record
 from orchestrator.worker.host import die_with_parent_setter
@@ -85,7 +84,7 @@ def _checked_env(extra_env: Mapping[str, str]) -> dict[str, str]:
     for name, value in extra_env.items():
         if not isinstance(name, str) or not isinstance(value, str) or not name or "=" in name:
             raise LaunchRefused(f"extra_env holds {name!r}: names and values are strings")
-        if names_a_credential(name):
+        if withheld(name):  # the worker environment's own rule (executors/environment.py)
             raise LaunchRefused(f"extra_env names a credential ({name}): a worker gets none")
         if name in OWN_NAMES:
             raise LaunchRefused(f"extra_env sets {name}, which the launch sets for the cell")

@@ -91,7 +91,8 @@ def test_a_plugin_executor_on_the_public_launch_keeps_every_guarantee(plugins, t
 
 
 @pytest.mark.parametrize("extra_env", [{"HF_TOKEN": "t"}, {"MY_DB_PASSWORD": "p"},
-                                       {"CUDA_VISIBLE_DEVICES": "0,1"}, {"A": 1}])
+                                       {"AWS_REGION": "r"}, {"CUDA_VISIBLE_DEVICES": "0,1"},
+                                       {"A": 1}])
 def test_the_launch_refuses_what_would_break_a_guarantee_before_anything_starts(extra_env,
                                                                                  tmp_path):
     cell = make_cell_model("sleep", {"seconds": 0.1}, 1)
