@@ -12,6 +12,7 @@ import pytest
 from orchestrator.executors.outcome import FAILURE_STATUS, cell_file_content
 from orchestrator.plan.cells import Cell
 from orchestrator.providers.slurm.settings import SlurmSettings
+from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware
 from orchestrator.worker.cell_file import (
     CELL_FILE_VERSION,
@@ -46,7 +47,8 @@ def test_a_kinds_own_settings_reach_the_worker_as_their_block():
     """A Slurm entry's keys, written flat in the matrix, travel as its kind's block: the
     fields its provider's model declares, every one, and nothing of another kind's."""
     hardware = Hardware.model_validate({"name": "big", "kind": "slurm", "partition": "debug",
-                                        "mem_gb": 16.5, "qos": "high", "gpus": 1})
+                                        "mem_gb": 16.5, "qos": "high", "gpus": 1},
+                                       context=validation_context())
     cell = make_cell_model("sleep", {}, epochs=1).model_copy(update={"hardware": hardware})
     read = CellFile.from_dict(json.loads(json.dumps(cell_file_content(cell))))
     assert isinstance(hardware.settings, SlurmSettings)

@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.plan.cells import Cell, expand
 from orchestrator.plan.identity import cell_id_of, config_id_of, content_hash
+from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.validate import load_spec
 from orchestrator.workload_registry import load_workload
@@ -104,4 +105,4 @@ def test_a_repeat_copied_from_the_first_is_the_cell_validation_makes():
     cells = expand(spec.model_copy(update={"repeats": 3}))
     assert {c.repeat for c in cells} == {1, 2, 3}
     for cell in cells:
-        assert Cell.model_validate(cell.model_dump()) == cell
+        assert Cell.model_validate(cell.model_dump(), context=validation_context()) == cell

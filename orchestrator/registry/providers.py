@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MatrixError
 from orchestrator.plugins import PROVIDERS, load_plugins
-from orchestrator.spec.model import KindCatalogue, KindSettings, use_kind_catalogue
+from orchestrator.spec.model import KindCatalogue, KindSettings, kinds_context
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -271,6 +271,16 @@ def setting_owners(key: str) -> list[str]:
             if key in provider.settings_model().model_fields for kind in provider.hardware_kinds]
 
 
+KINDS = KindCatalogue(settings=settings_of, owners=setting_owners)
+
+
+def validation_context() -> dict[str, KindCatalogue]:
+    """The context a hardware entry is validated with, so its kind's own keys are read as
+    its provider's settings model: `Cell.model_validate_json(text,
+    context=validation_context())` (spec/model.py: gather_settings)."""
+    return kinds_context(KINDS)
+
+
 class ProviderLoadError(MatrixError):
     """A registered provider whose implementation cannot be loaded (its SDK missing, its
     own bug), asked for by a matrix that uses one of its hardware kinds."""
@@ -350,7 +360,6 @@ def _builtin(module: str) -> Callable[[], Provider]:
 
 
 
-use_kind_catalogue(KindCatalogue(settings=settings_of, owners=setting_owners))
 register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
 # a built-in kind's settings model is its provider's, named here and imported when asked
 register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider"),

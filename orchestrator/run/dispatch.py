@@ -30,7 +30,7 @@ from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import ToolInfo, not_run_records
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
-from orchestrator.registry.providers import provider_for
+from orchestrator.registry.providers import provider_for, validation_context
 from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.run.budget import BudgetGuard
 from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S, StartWatch
@@ -371,7 +371,7 @@ def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: Imag
     thread settings, and tell the driver's start board when the cell's clock starts."""
     import ray
 
-    cell = Cell.model_validate_json(cell_json)
+    cell = Cell.model_validate_json(cell_json, context=validation_context())
     node_id = ray.get_runtime_context().get_node_id()
     images = {cell.stack.name: image} if image is not None else {}
 

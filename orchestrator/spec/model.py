@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -83,55 +84,63 @@ class Hardware(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _gather_settings(cls, data: Any) -> Any:
-        return gather_settings(cls, data)
+    def _gather_settings(cls, data: Any, info: ValidationInfo) -> Any:
+        return gather_settings(cls, data, kinds_in(info.context))
 
     @classmethod
-    def entry_keys(cls, kind: object) -> list[str]:
+    def entry_keys(cls, kind: object, kinds: KindCatalogue | None) -> list[str]:
         """The keys an entry of `kind` may have: the shared ones and its kind's settings."""
-        own = settings_model(kind) if isinstance(kind, str) else None
+        own = kinds.settings(kind) if kinds is not None and isinstance(kind, str) else None
         return [k for k in cls.model_fields if k != "settings"] + \
             list(own.model_fields if own else ())
 
 
 @dataclass(frozen=True)
 class KindCatalogue:
-    """Which provider's settings model a hardware kind has: the providers' registry
-    (registry/providers.py) installs its answers when it is imported, so the schema asks
-    it without importing it (the registry reads the schema's models, not the other way
+    """Which provider's settings model a hardware kind has. The providers' registry
+    (registry/providers.py) makes it; whoever validates a hardware entry passes it in the
+    validation context (`kinds_context`), so the answer never hangs on which modules this
+    process happened to import (the registry reads the schema's models, not the other way
     round)."""
 
     settings: Callable[[str], type[KindSettings] | None]  # None: no provider offers the kind
     owners: Callable[[str], list[str]]  # the kinds whose settings take a key
 
 
-_CATALOGUE: list[KindCatalogue] = []
+_KINDS_KEY = "hardware_kinds"
 
 
-def use_kind_catalogue(catalogue: KindCatalogue) -> None:
-    _CATALOGUE[:] = [catalogue]
+def kinds_context(kinds: KindCatalogue) -> dict[str, KindCatalogue]:
+    """The validation context that lets a hardware entry, or a model holding one (a
+    matrix, a cell, a submission), read its kind's own keys:
+    `Cell.model_validate_json(text, context=kinds_context(kinds))`."""
+    return {_KINDS_KEY: kinds}
 
 
-def settings_model(kind: str) -> type[KindSettings] | None:
-    """The settings model of the provider offering hardware `kind`, or None: no provider
-    offers it (the loader says so, at `kind`) or none is registered in this process."""
-    return _CATALOGUE[0].settings(kind) if _CATALOGUE else None
+def kinds_in(context: object) -> KindCatalogue | None:
+    found = context.get(_KINDS_KEY) if isinstance(context, dict) else None
+    return found if isinstance(found, KindCatalogue) else None
 
 
-def gather_settings(model: type[Hardware], data: Any) -> Any:
+def gather_settings(model: type[Hardware], data: Any, kinds: KindCatalogue | None) -> Any:
     """A hardware entry as written (flat keys) with its kind's keys gathered into
     `settings` as the kind's model. A key of another kind is one located error ("partition
     applies to kind slurm only"); an unknown key is left for pydantic to refuse; a kind no
-    provider offers drops the other kinds' keys, for the loader to refuse the kind itself."""
+    provider offers drops the other kinds' keys, for the loader to refuse the kind itself.
+    Only an entry of the shared keys alone, or with its settings already a model, is read
+    without the catalogue."""
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
         return data
     shared = set(model.model_fields) - {"settings"}
-    if not _CATALOGUE and set(data) - shared:
-        raise RuntimeError("a hardware entry's own keys are read by the providers' registry, "
-                           "which this process has not imported "
-                           "(import orchestrator.registry.providers)")
-    own = settings_model(data["kind"])
     given = data.get("settings", {})
+    if kinds is None:
+        own_keys = set(data) - shared
+        if own_keys and (own_keys != {"settings"} or not isinstance(given, KindSettings)):
+            raise RuntimeError("a hardware entry's own keys are read with the kinds' "
+                               "catalogue: validate it with context=validation_context() "
+                               "(registry/providers.py)")
+        return data
+    own = kinds.settings(data["kind"])
     if own is not None and isinstance(given, own):
         return data
     values = dict(given) if isinstance(given, dict) else {}
@@ -141,7 +150,7 @@ def gather_settings(model: type[Hardware], data: Any) -> Any:
             entry[key] = value
         elif own is not None and key in own.model_fields:
             values[key] = value
-        elif owners := _CATALOGUE[0].owners(key):
+        elif owners := kinds.owners(key):
             foreign.append(InitErrorDetails(type=PydanticCustomError(
                 "foreign_setting", "{key} applies to kind {kinds} only",
                 {"key": key, "kinds": " or ".join(owners)}), loc=(key,), input=value))

@@ -24,6 +24,7 @@ from orchestrator.executors.environment import thread_settings
 from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
+from orchestrator.registry.providers import validation_context
 from orchestrator.results.records import Record
 from orchestrator.run.costs import budget_guard
 from orchestrator.run.dispatch import NODE_WAIT_GRACE_S, RayDispatcher
@@ -105,7 +106,8 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str]) -> int:
-    driver_input = DriverInput.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    driver_input = DriverInput.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"),
+                                                   context=validation_context())
     signal.signal(signal.SIGTERM, _stop)
     failed = False
     try:

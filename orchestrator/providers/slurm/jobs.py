@@ -25,6 +25,7 @@ from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import Cell
 from orchestrator.providers.slurm.settings import slurm_settings
+from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware
 
 NAME_PREFIX = "matrix-bench-"
@@ -108,7 +109,8 @@ def new_submission(run_dir: Path, hardware: str, cells: list[Cell],
 def read_submission(run_dir: Path, submission: str) -> Submission | None:
     path = run_dir / "slurm" / submission / "manifest.json"
     try:
-        return Submission.model_validate_json(path.read_text(encoding="utf-8"))
+        return Submission.model_validate_json(path.read_text(encoding="utf-8"),
+                                              context=validation_context())
     except (OSError, ValueError):
         return None
 

@@ -18,13 +18,15 @@ from pathlib import Path
 
 from orchestrator.executors import execute
 from orchestrator.providers.slurm.jobs import Submission
+from orchestrator.registry.providers import validation_context
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or "SLURM_ARRAY_TASK_ID" not in os.environ:
         print("usage: task.py MANIFEST, as a task of a Slurm job array", file=sys.stderr)
         return 2
-    submission = Submission.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"))
+    submission = Submission.model_validate_json(Path(argv[0]).read_text(encoding="utf-8"),
+                                                context=validation_context())
     index = int(os.environ["SLURM_ARRAY_TASK_ID"])
     cell = submission.cells[index]
     job = f"{os.environ.get('SLURM_ARRAY_JOB_ID', '?')}_{index}"
