@@ -34,6 +34,7 @@ from orchestrator.database.connection import Connection
 from orchestrator.errors import MatrixError
 from orchestrator.report.compare import MIN_REPEATS, Verdict, bootstrap_interval, verdict
 from orchestrator.report.markdown import fmt
+from orchestrator.results.columns import as_hw_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -87,8 +88,9 @@ ATTEMPTS = """SELECT c.attempt_id, c.run_key, c.cell_id, c.attempt, c.status, c.
 ATTEMPT_COLUMNS = ["attempt_id", "run_key", "cell_id", "attempt", "status", "config_id",
                    "flags", "started_at", "price_per_hour_usd", "items_per_s", "item_unit",
                    "mem_peak_bytes"]
-CONFIGS = """SELECT DISTINCT c.config_id, c.workload, c.hardware, c.stack, c.params
-FROM cells c WHERE {where}"""
+CONFIGS = """SELECT DISTINCT c.config_id, c.workload, c.hardware, c.stack, c.params,
+       c.hw_settings FROM cells c WHERE {where}"""
+CONFIG_COLUMNS = ["config_id", "workload", "hardware", "stack", "params", "hw_settings"]
 
 
 def repeats(db: Connection, filters: Filters) -> pd.DataFrame:
@@ -112,7 +114,7 @@ def final_attempts(db: Connection, filters: Filters) -> pd.DataFrame:
 
 def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataFrame:
     """`found` attempts with their run (name, location) and configuration (workload,
-    hardware, stack, params, label); an empty frame for none."""
+    hardware, stack, params, hw_settings, label); an empty frame for none."""
     import pandas as pd
 
     if found.empty:
@@ -120,18 +122,20 @@ def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataF
     where, params = filters.where()
     runs = db.frame("SELECT run_key, run, location FROM runs", (),
                     ["run_key", "run", "location"]).set_index("run_key")
-    configs = db.frame(CONFIGS.format(where=where), params,
-                       ["config_id", "workload", "hardware", "stack", "params"])
-    configs["label"] = [label(*row) for row in configs[["hardware", "stack", "params"]]
-                        .itertuples(index=False)]
+    configs = db.frame(CONFIGS.format(where=where), params, CONFIG_COLUMNS)
+    configs["label"] = [label(*row) for row in configs[[
+        "hardware", "stack", "params", "hw_settings"]].itertuples(index=False)]
     return found.join(runs, on="run_key").join(
         configs.drop_duplicates("config_id").set_index("config_id"), on="config_id")
 
 
-def label(hardware: str, stack: str, params: str) -> str:
-    """A configuration for people; every value as text (report.markdown.fmt: a control
-    character its code), as the report writes it."""
-    settings = " ".join(f"{k}={fmt(v)}" for k, v in sorted(json.loads(params).items()))
+def label(hardware: str, stack: str, params: str, hw_settings: str = "{}") -> str:
+    """A configuration for people, its parameters then its hardware kind's settings
+    (`hw.partition=debug`); every value as text (report.markdown.fmt: a control character
+    its code), as the report writes it."""
+    named = [*sorted(json.loads(params).items()),
+             *sorted(as_hw_columns(json.loads(hw_settings)).items())]
+    settings = " ".join(f"{k}={fmt(v)}" for k, v in named)
     return f"{hardware}/{stack}" + (f" {settings}" if settings else "")
 
 
@@ -140,7 +144,8 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     largest memory peak, $ per million items, its repeats' flags, when the run measured
     it, and its first repeat's attempt (for its provenance)."""
     grouped = samples.groupby(["config_id", "run_key"], sort=False)
-    runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
+    runs = grouped[["workload", "label", "hardware", "stack", "params", "hw_settings", "run",
+                    "location",
                     "item_unit", "price_per_hour_usd", "attempt_id"]].first()
     # the earliest start as Arrow text: min over Python strings falls back to a loop per
     # group (0.3 s over 5,000 configurations-in-runs)

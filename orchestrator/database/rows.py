@@ -22,7 +22,7 @@ from orchestrator.results.run_directory import CellResult
 CELL_COLUMNS = ("attempt_id", "run_key", "cell_id", "attempt", "config_id", "repeat",
                 "workload", "hardware", "stack", "params", "status", "flags", "started_at",
                 "wall_s", "record", "provenance", "price_per_hour_usd", "items_per_s",
-                "item_unit", "mem_peak_bytes")
+                "item_unit", "mem_peak_bytes", "hw_settings")
 MEASUREMENT_COLUMNS = ("attempt_id", "seq", "epoch", "items_per_s", "item_unit",
                        "mem_peak_bytes", "record")
 
@@ -57,7 +57,8 @@ def cell_row(key: str, result: CellResult) -> tuple[Any, ...]:
             None if provenance is None else provenance.model_dump_json(exclude_none=True),
             None if provenance is None else provenance.price_per_hour_usd,
             *repeat_figures([(m.items_per_s, m.item_unit, memory_peak(m))
-                             for m in result.measurements]))
+                             for m in result.measurements]),
+            json.dumps(cell.hw_settings(), sort_keys=True))
 
 
 def repeat_figures(measured: list[tuple[float | None, str, int | None]]

@@ -20,6 +20,10 @@ Version history:
      `item_unit`, `mem_peak_bytes`: the largest), so `matrix history` reads one row per
      repeat instead of every measurement; a version 2 store's rows get them from their
      measurements.
+  4: cells gain `hw_settings` (the hardware kind's recorded settings as JSON: Slurm's
+     partition, EC2's spot), beside `params`, so history, advise and explain tell two
+     configurations apart by them. A version 3 store's rows hold `{}`: the journals it
+     could import (schema version 5 and older) recorded none.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from orchestrator.database.connection import (
 )
 from orchestrator.database.url import StoreURL
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class StoreSchemaError(StoreError):
@@ -108,9 +112,13 @@ def _v2_to_v3(db: Connection) -> None:
                    "WHERE attempt_id = ?", figures)
 
 
+def _v3_to_v4(db: Connection) -> None:
+    db.execute("ALTER TABLE cells ADD COLUMN hw_settings TEXT NOT NULL DEFAULT '{}'")
+
+
 # version -> the step that makes a store of that version the next one (0: empty)
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {0: _create_v1, 1: _v1_to_v2,
-                                                        2: _v2_to_v3}
+                                                        2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def open_store(url: StoreURL, create: bool = True) -> Connection:

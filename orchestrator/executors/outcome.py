@@ -25,7 +25,7 @@ from orchestrator.flop_claims import FlopClaimError
 from orchestrator.flop_claims import flops_per_item as claim_flops
 from orchestrator.hardware.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.plan.cells import Cell, declared
-from orchestrator.results.columns import as_param_columns
+from orchestrator.results.columns import as_hw_columns, as_param_columns
 from orchestrator.results.records import (
     CellRecord,
     Flag,
@@ -167,7 +167,7 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
         error=message,
         log_tail=None if status is Status.OK else log_tail,
         inputs=cell.inputs,
-        **_param_columns(cell),
+        **_setting_columns(cell),
     )
     kept: list[Record] = list(measurements) if status is Status.OK else []
     return [provenance, *kept, cell_record]
@@ -184,7 +184,7 @@ def not_run_records(cell: Cell, status: Status, error: str, attempts: int = 1,
                    started_at=datetime.now(UTC).isoformat(timespec="seconds"), wall_s=0.0,
                    attempts=attempts, hardware=cell.hardware.name, stack=cell.stack.name,
                    workload=cell.workload, error=error, log_tail=log_tail,
-                   inputs=cell.inputs, **_param_columns(cell)),
+                   inputs=cell.inputs, **_setting_columns(cell)),
     ]
 
 
@@ -204,9 +204,10 @@ def _identity(cell: Cell) -> dict[str, Any]:
             "repeat": cell.repeat}
 
 
-def _param_columns(cell: Cell) -> dict[str, Any]:
-    """The cell's parameters as the cell record's `param.<name>` fields."""
-    return as_param_columns(cell.params)
+def _setting_columns(cell: Cell) -> dict[str, Any]:
+    """The cell's parameters and its hardware kind's recorded settings as the cell record's
+    `param.<name>` and `hw.<key>` fields."""
+    return {**as_param_columns(cell.params), **as_hw_columns(cell.hardware.settings.recorded())}
 
 
 def _provenance(identity: dict[str, Any], output: WorkerOutput, tool: ToolInfo,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.judge import devices_column
 from orchestrator.report.markdown import fmt, present
-from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.columns import param_name, setting_columns
 from orchestrator.results.records import Flag
 from orchestrator.workload_scope import reported
 
@@ -84,7 +84,7 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "peak_note": _first(group, "peak_note"),
             "flops_note": _first(group, "flops_note"),
         }
-        for column in param_columns(group.columns):
+        for column in setting_columns(group.columns):
             summary[column] = group[column].iloc[0]
         for metric in metrics:
             summary[f"metric.{metric}"] = _median(group, metric)
@@ -244,7 +244,7 @@ def twin_keys(summary: pd.DataFrame) -> list[str]:
     devices = reported().device_param_columns(summary["workload"].dropna().unique())
     return ["workload", *(["workload_version"] if "workload_version" in summary else []),
             "stack", "gpu_model", MACHINE,
-            *(c for c in param_columns(summary.columns) if c not in devices)]
+            *(c for c in setting_columns(summary.columns) if c not in devices)]
 
 
 MACHINE = "machine"
@@ -333,7 +333,7 @@ def config_labels(rows: pd.DataFrame) -> dict[str, str]:
     """config_id -> a short name for people: the workload when there are several, the
     hardware, the stack when there are several, and the settings that vary (where set)."""
     configs = rows.drop_duplicates("config_id")
-    varying = [c for c in param_columns(configs.columns)
+    varying = [c for c in setting_columns(configs.columns)
                if configs[c].dropna().astype(str).nunique() > 1]
     several = {key: configs[key].nunique() > 1 for key in ("workload", "stack")
                if key in configs}

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from orchestrator.report.advise import measured_rows
 from orchestrator.report.compare import CONFIDENCE, RESAMPLES, resampled_medians
 from orchestrator.report.markdown import fmt
-from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.columns import param_name, setting_columns
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,7 +78,7 @@ def _effects(ok: pd.DataFrame) -> list[Effect]:
     configs = ok.drop_duplicates("config_id").set_index("config_id")
     versions = ["workload_version"] if "workload_version" in configs else []
     factors = ["hardware", "stack", *versions, *sorted(
-        c for c in param_columns(configs.columns)
+        c for c in setting_columns(configs.columns)
         if configs[c].dropna().astype(str).nunique() > 1)]
     # the code version is a factor where it varies: two versions are never pooled as one
     factors = [f for f in factors if configs[f].astype(str).nunique() > 1]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.analysis import config_labels, twin_keys, with_machine
 from orchestrator.report.markdown import MIB, fmt
-from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.columns import param_name, setting_columns
 from orchestrator.results.run_directory import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_scope import reported
@@ -148,7 +148,7 @@ def scaling(summary: pd.DataFrame, workload: str) -> Figure | None:
     most = int(scaled["devices"].max())
     axes.plot([1, most], [1, most], linestyle="--", color="grey", label="ideal")
     devices = reported().device_param_columns(scaled["workload"].dropna().unique())
-    varying = [c for c in ("stack", *param_columns(scaled.columns))
+    varying = [c for c in ("stack", *setting_columns(scaled.columns))
                if c not in devices and scaled[c].nunique(dropna=False) > 1]
     scaled = with_machine(scaled)
     for _, group in scaled.groupby(twin_keys(scaled), sort=True, dropna=False):

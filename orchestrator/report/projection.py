@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.results.columns import param_columns
+from orchestrator.results.columns import setting_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,7 +65,7 @@ def configurations(rows: pd.DataFrame) -> pd.DataFrame:
     rows = with_machine(rows).assign(devices=devices_column(rows), has=_devices_had(rows))
     shared = [c for c in ("workload", "workload_version", "stack", "gpu_model",
                           "instance_type", "hardware", MACHINE, "price_per_hour_usd")
-              if c in rows] + [c for c in param_columns(rows.columns)]
+              if c in rows] + setting_columns(rows.columns)
     firsts = rows.groupby("config_id", sort=False, dropna=False)[
         [*shared, "devices", "has"]].agg(
         {**{c: "first" for c in shared}, "devices": "median", "has": "max"})

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.report.analysis import NOISY_SPREAD
 from orchestrator.report.markdown import fmt, fmt_mib, fmt_pct, fmt_seconds, fmt_usd, table
-from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.columns import param_name, setting_columns
 from orchestrator.results.records import Flag
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def whole_run_sections(df: pd.DataFrame) -> list[str]:
 
 
 def _section(workload: str, group: pd.DataFrame) -> list[str]:
-    params = param_columns(group.columns)
+    params = setting_columns(group.columns)
     varying = [c for c in params if group[c].astype(str).nunique() > 1]
     optional = [(column, header, render) for column, header, render in (
         ("nvml_used_peak_bytes", "GPU mem MiB", fmt_mib),

@@ -41,7 +41,7 @@ from orchestrator.report.markdown import (
 from orchestrator.report.plots import job_figure, labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
-from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.columns import param_name, setting_columns
 from orchestrator.results.run_directory import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_scope import reported
@@ -185,7 +185,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
                       figures: list[tuple[str, str]]) -> list[str]:
     info = reported().load(workload)
     metrics = [c.removeprefix("metric.") for c in summary.columns if c.startswith("metric.")]
-    varying = [c for c in param_columns(summary.columns)
+    varying = [c for c in setting_columns(summary.columns)
                if summary[c].astype(str).nunique() > 1]
     summary = summary.sort_values(["hardware", "stack", *varying], kind="stable")
     has_warmup = bool((summary["warmup_s"].fillna(0) > 0).any())
@@ -237,7 +237,7 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
         note = row.get("flops_note") if has_peak and not row.get("judgement") else None
         if present(note) and note:
             body.append(flag_line(row["flops_note"], len(headers)))  # where its FLOPs came from
-    fixed = {param_name(c): summary[c].iloc[0] for c in param_columns(summary.columns)
+    fixed = {param_name(c): summary[c].iloc[0] for c in setting_columns(summary.columns)
              if c not in varying}
     settings = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(fixed.items()))
     plots = [line for title, path in figures for line in (f"![{title}]({path})", "")]
@@ -333,7 +333,7 @@ def _problems_section(df: pd.DataFrame, log_tails: Mapping[str, str]) -> list[st
         return []
     rows, tails = [], []
     for _, row in bad.sort_values(["workload", "hardware", "stack"]).iterrows():
-        params = " ".join(f"{param_name(c)}={fmt(row[c])}" for c in param_columns(bad.columns)
+        params = " ".join(f"{param_name(c)}={fmt(row[c])}" for c in setting_columns(bad.columns)
                           if present(row[c]))
         reason = str(row.get("error") or "")[:160]
         where = f"{row['hardware']}/{row['stack']}"

@@ -2,7 +2,8 @@
 
 Every journal line is one of three records sharing the identity fields. Measurements carry
 workload-specific metrics as extra numeric fields whose names carry their units; cell
-records carry one `param.<name>` field per resolved parameter.
+records carry one `param.<name>` field per resolved parameter and one `hw.<key>` field per
+recorded setting of their hardware's kind.
 """
 
 from __future__ import annotations
@@ -14,10 +15,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.results.columns import from_param_columns, is_param_column
+from orchestrator.results.columns import (
+    from_hw_columns,
+    from_param_columns,
+    is_hw_column,
+    is_param_column,
+)
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Version history, and how a record of each older version is upgraded to the next one
 # (RunDirectory.read applies them in turn, so any older journal stays readable):
 #   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
@@ -48,6 +54,10 @@ SCHEMA_VERSION = 5
 #   4 -> 5: a cell may end `data_unavailable` (its dataset could not be downloaded, cached
 #           or verified: a failure of the run, where version 4 said `failed`). Nothing to
 #           upgrade, as for 3 -> 4.
+#   5 -> 6: cell records carry their hardware kind's recorded settings as `hw.<key>`
+#           fields (KindSettings.recorded: Slurm's partition, EC2's spot), which version 5
+#           readers refuse as unexpected. Nothing to upgrade: a version 5 cell record has
+#           none recorded, and its config_id still tells its settings apart.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -68,10 +78,15 @@ def _v4_to_v5(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 5}
 
 
+def _v5_to_v6(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "schema_version": 6}
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2,
                                                                       2: _v2_to_v3,
                                                                       3: _v3_to_v4,
-                                                                      4: _v4_to_v5}
+                                                                      4: _v4_to_v5,
+                                                                      5: _v5_to_v6}
 Timing = Literal["steps", "whole"]
 
 
@@ -240,14 +255,21 @@ class CellRecord(_Identity):
     inputs: str | None = None
 
     @model_validator(mode="after")
-    def _extras_are_params(self) -> CellRecord:
-        for key in self.model_extra or {}:
-            if not is_param_column(key):
+    def _extras_are_settings(self) -> CellRecord:
+        for key, value in (self.model_extra or {}).items():
+            if not is_param_column(key) and not is_hw_column(key):
                 raise ValueError(f"unexpected field {key!r} in a cell record")
+            if is_hw_column(key) and not isinstance(value, str | int | float | bool):
+                raise ValueError(f"hardware setting {key!r} must be a scalar, got {value!r}")
         return self
 
     def params(self) -> dict[str, Any]:
         return from_param_columns(self.model_extra or {})
+
+    def hw_settings(self) -> dict[str, Any]:
+        """The hardware kind's own settings the cell ran with (`hw.<key>`), where recorded
+        (since schema version 6)."""
+        return from_hw_columns(self.model_extra or {})
 
 
 class ProvenanceRecord(_Identity):

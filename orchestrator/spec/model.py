@@ -6,6 +6,7 @@ Models only: loading a file and checking it against the registries is load.py.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,15 @@ class KindSettings(_Strict):
     # what a task is allowed or billed to, not what it runs on: never in a cell's identity
     # (plan/identity.py); every other setting enters it once set to other than its default
     NOT_IDENTITY: ClassVar[frozenset[str]] = frozenset()
+
+    def recorded(self) -> dict[str, Scalar]:
+        """The settings a cell's records carry as its `hw.<key>` columns (results/columns.py),
+        so two configurations that differ only there show it in every table: those that
+        may enter its identity, where set; a value that is not a scalar as its JSON."""
+        return {key: value if isinstance(value, str | int | float | bool)
+                else json.dumps(value, sort_keys=True, default=str)
+                for key, value in self.model_dump(mode="json").items()
+                if key not in self.NOT_IDENTITY and value is not None}
 
     def instance_gpu_model(self, instance_type: str) -> str | None:
         """The GPU a machine size of this kind has, where the kind's provider keeps a
