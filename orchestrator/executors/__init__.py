@@ -36,6 +36,7 @@ from orchestrator.registry.executors import (
     needs_image,
     register_executor,
 )
+from orchestrator.spec.entry_settings import ExecutorSettings
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
     from orchestrator.plan.cells import Cell
     from orchestrator.results.records import Record
 
-__all__ = ["CellRun", "Executor", "ExecutorKind", "ImageNeed", "LaunchRefused", "execute",
+__all__ = ["CellRun", "Executor", "ExecutorKind", "ExecutorSettings", "ImageNeed",
+           "LaunchRefused", "execute",
            "executor_kind", "executor_names", "launch_worker", "needs_image",
            "register_executor", "remove_leftovers"]
 

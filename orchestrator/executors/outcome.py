@@ -192,9 +192,9 @@ def cell_file_content(cell: Cell) -> dict[str, Any]:
     """The content of `cell`'s file (worker/cell_file.py reads it): the cell with the file's
     version and its parameters' declared types."""
     types = {name: decl.type for name, decl in declared(cell).params.items()}
-    return {"version": CELL_FILE_VERSION, **cell.model_dump(mode="json",
-                                                            exclude={"workload_info",
-                                                                     "inputs"}),
+    # a stack's executor settings are how its executor starts the worker, not the worker's
+    return {"version": CELL_FILE_VERSION, **cell.model_dump(mode="json", exclude={
+        "workload_info": True, "inputs": True, "stack": {"settings"}}),
             "param_types": {name: types[name] for name in cell.params if name in types}}
 
 

@@ -9,10 +9,13 @@ unless the meaning moves:
 - The fields the hardware and stack models hashed when identities were pinned (PINNED)
   stay hashed in full, defaults included. A field added since enters the hash only when set
   to something other than its default, so adding one moves no id.
-- A hardware entry's kind settings (Slurm's partition, EC2's spot: spec/model.py
+- A hardware entry's kind settings (Slurm's partition, EC2's spot: spec/entry_settings.py
   KindSettings) are hashed as flat fields beside the shared ones, as they were when they
   were the entry's own, under the same rule; `spot: false` is hashed for every kind, as it
   was pinned.
+- A stack's executor settings (a plugin's priority: spec/entry_settings.py
+  ExecutorSettings) are hashed flat beside its own keys under the same rule: a stack that
+  sets none hashes as before they existed.
 - Settings that do not change what a cell measures (NOT_IDENTITY: prices, say, and a kind's
   own `KindSettings.NOT_IDENTITY`) never enter.
 - A workload parameter enters in full, unless its declaration says `in_identity:
@@ -51,7 +54,7 @@ PINNED: dict[type[BaseModel], frozenset[str]] = {
 }
 NOT_IDENTITY: dict[type[BaseModel], frozenset[str]] = {
     Hardware: frozenset({"price_per_hour", "settings"}),  # settings: flattened, below
-    Stack: frozenset({"index_url"}),  # where its packages come from: the lock pins them
+    Stack: frozenset({"index_url", "settings"}),  # index_url: the lock pins what is installed
 }
 
 
@@ -70,6 +73,9 @@ def model_identity(model: BaseModel) -> dict[str, Any]:
         # spot was a field of every entry when ids were pinned, hashed even when false
         return {"spot": False, **fields,
                 **_hashed(settings, frozenset({"spot"}), type(settings).NOT_IDENTITY)}
+    if isinstance(model, Stack):  # its executor's settings, as they were written: flat
+        return {**fields, **_hashed(model.settings, frozenset(),
+                                    type(model.settings).NOT_IDENTITY)}
     return fields
 
 

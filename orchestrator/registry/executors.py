@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.plugins import EXECUTORS, load_plugins
+from orchestrator.spec.entry_settings import ExecutorSettings, SettingsCatalogue
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -83,11 +84,14 @@ class ImageNeed:
 @dataclass(frozen=True)
 class ExecutorKind:
     """A registered executor: its name, the image its cells run in (None: they run in this
-    Python environment), and how to load its implementation (imported only then)."""
+    Python environment), how to load its implementation (imported only then), and the keys
+    only its stacks take, as a model (spec/entry_settings.py: ExecutorSettings; light:
+    validating a matrix imports it, never the implementation)."""
 
     name: str
     image: ImageNeed | None
     load: Callable[[], Executor]
+    settings: type[ExecutorSettings] = ExecutorSettings
 
 
 _REGISTRY: dict[str, ExecutorKind] = {}
@@ -114,6 +118,24 @@ def executor_kind(name: str) -> ExecutorKind:
     """The registered executor called `name` (KeyError if none is)."""
     _plugins()
     return _REGISTRY[name]
+
+
+def executor_settings_of(name: str) -> type[ExecutorSettings] | None:
+    """The settings model of the executor called `name`, or None: none is registered."""
+    _plugins()
+    kind = _REGISTRY.get(name)
+    return kind.settings if kind is not None else None
+
+
+def executor_setting_owners(key: str) -> list[str]:
+    """The executors whose settings take `key`, for the line that says a stack of another
+    executor set it."""
+    _plugins()
+    return sorted(name for name, kind in _REGISTRY.items() if key in kind.settings.model_fields)
+
+
+EXECUTOR_SETTINGS = SettingsCatalogue(settings=executor_settings_of,
+                                      owners=executor_setting_owners)
 
 
 def needs_image(stack: Stack) -> bool:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.errors import MatrixError
 from orchestrator.plugins import PROVIDERS, load_plugins
-from orchestrator.spec.model import KindCatalogue, KindSettings, kinds_context
+from orchestrator.registry.executors import EXECUTOR_SETTINGS
+from orchestrator.spec.entry_settings import KindSettings, SettingsCatalogue, settings_context
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -202,7 +203,7 @@ class ProviderKind:
     name: str
     hardware_kinds: tuple[str, ...]
     load: Callable[[], Provider]
-    # the keys only its kinds' entries take, as a model (spec/model.py: KindSettings), or
+    # the keys only its kinds' entries take, as a model (spec/entry_settings.py: KindSettings), or
     # "module:Class" naming it (a built-in's, imported when first asked); light: validating
     # a matrix imports it, never the provider's SDK
     settings: type[KindSettings] | str = KindSettings
@@ -271,14 +272,15 @@ def setting_owners(key: str) -> list[str]:
             if key in provider.settings_model().model_fields for kind in provider.hardware_kinds]
 
 
-KINDS = KindCatalogue(settings=settings_of, owners=setting_owners)
+KINDS = SettingsCatalogue(settings=settings_of, owners=setting_owners)
 
 
-def validation_context() -> dict[str, KindCatalogue]:
-    """The context a hardware entry is validated with, so its kind's own keys are read as
-    its provider's settings model: `Cell.model_validate_json(text,
-    context=validation_context())` (spec/model.py: gather_settings)."""
-    return kinds_context(KINDS)
+def validation_context() -> dict[str, Any]:
+    """The context a hardware entry and a stack are validated with, so their owners' keys
+    are read as the owner's settings model (a hardware kind's provider's, a stack
+    executor's): `Cell.model_validate_json(text, context=validation_context())`
+    (spec/entry_settings.py: gather_settings)."""
+    return settings_context(KINDS, EXECUTOR_SETTINGS)
 
 
 class ProviderLoadError(MatrixError):

@@ -9,6 +9,7 @@ Every problem becomes a SpecError naming the file, the line and the field.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -16,22 +17,16 @@ from orchestrator.spec.command_workloads import CommandWorkloadError
 from orchestrator.spec.command_workloads import declaration as command_declaration
 from orchestrator.spec.loaded import loaded
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey, read_yaml
-from orchestrator.spec.model import (
-    KindCatalogue,
-    MatrixSpec,
-    WorkloadEntry,
-    kinds_context,
-    resolve_image_paths,
-)
+from orchestrator.spec.model import MatrixSpec, WorkloadEntry, resolve_image_paths
 from orchestrator.spec.schema_errors import schema_error
 from orchestrator.workload_registry import WorkloadFolderError
 from orchestrator.workload_scope import Workloads
 
 
-def read_spec(path: Path | str, kinds: KindCatalogue) -> tuple[MatrixSpec, LocatedYaml]:
-    """The matrix file as its schema reads it, its hardware entries' own keys by `kinds`
-    (the providers' registry's), with its own workloads, and its document (for located
-    errors); SpecError on the first problem found."""
+def read_spec(path: Path | str, context: dict[str, Any]) -> tuple[MatrixSpec, LocatedYaml]:
+    """The matrix file as its schema reads it, its entries' own keys by the registries'
+    `context` (registry/providers.py: validation_context), with its own workloads, and its
+    document (for located errors); SpecError on the first problem found."""
     doc = read_yaml(Path(path))
     if not isinstance(doc.data, dict):
         kind = "empty" if doc.data is None else "a list" if isinstance(doc.data, list) \
@@ -39,9 +34,9 @@ def read_spec(path: Path | str, kinds: KindCatalogue) -> tuple[MatrixSpec, Locat
         raise doc.error((), f"the top level must be a mapping of keys (name, hardware, ...), "
                             f"but the file is {kind}")
     try:
-        spec = MatrixSpec.model_validate(doc.data, context=kinds_context(kinds))
+        spec = MatrixSpec.model_validate(doc.data, context=context)
     except ValidationError as exc:
-        raise schema_error(doc, exc, MatrixSpec, kinds) from None
+        raise schema_error(doc, exc, MatrixSpec, context) from None
     spec = spec.model_copy(update={"images": resolve_image_paths(spec.images, doc.path.parent)})
     _check_unique_names(spec, doc)
     return _with_workload_folders(spec, doc), doc

@@ -6,24 +6,27 @@ Models only: loading a file and checking it against the registries is load.py.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SerializeAsAny,
-    ValidationError,
     ValidationInfo,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from orchestrator.results.records import Name as RecordName
+from orchestrator.spec.entry_settings import (
+    ExecutorSettings,
+    KindSettings,
+    SettingsCatalogue,
+    catalogue_in,
+    gather_settings,
+)
+from orchestrator.spec.entry_settings import StrictModel as _Strict
 from orchestrator.spec.job import JobSpec
 from orchestrator.workload_registry import ItemUnit, ParamType, Scalar
 
@@ -40,37 +43,6 @@ WORKER_PYTHON = (3, 11)  # the oldest Python orchestrator.worker runs on (requir
 MAX_TIMEOUT_S = 30 * 24 * 3600.0  # a longer cell is a slip; 1e308 overflows the timers
 MAX_MEMORY_LIMIT_MB = 2**24  # 16 TiB, past any machine; passed on in bytes (64 bits)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-
-
-class _Strict(BaseModel):
-    # strict: "3" is not an int and 1 is not a bool; extra="forbid": typos are errors.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
-
-
-class KindSettings(_Strict):
-    """A hardware kind's own settings: the keys of a hardware entry that only its kind
-    takes (Slurm's partition, EC2's spot). The provider that offers the kind declares its
-    subclass (`ProviderKind.settings`); users write its keys flat on the entry, beside the
-    shared ones, and `Hardware` gathers them here. A kind with none has this empty one."""
-
-    # what a task is allowed or billed to, not what it runs on: never in a cell's identity
-    # (plan/identity.py); every other setting enters it once set to other than its default
-    NOT_IDENTITY: ClassVar[frozenset[str]] = frozenset()
-
-    def recorded(self) -> dict[str, Scalar]:
-        """The settings a cell's records carry as its `hw.<key>` columns (results/columns.py),
-        so two configurations that differ only there show it in every table: those that
-        may enter its identity, where set; a value that is not a scalar as its JSON."""
-        return {key: value if isinstance(value, str | int | float | bool)
-                else json.dumps(value, sort_keys=True, default=str)
-                for key, value in self.model_dump(mode="json").items()
-                if key not in self.NOT_IDENTITY and value is not None}
-
-    def instance_gpu_model(self, instance_type: str) -> str | None:
-        """The GPU a machine size of this kind has, where the kind's provider keeps a
-        catalogue of them (EC2's instance types), for an entry that names no `gpu_model`
-        of its own; None where it knows none (plan/cells.py: gpu_model_of)."""
-        return None
 
 
 class Hardware(_Strict):
@@ -95,82 +67,22 @@ class Hardware(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _gather_settings(cls, data: Any, info: ValidationInfo) -> Any:
-        return gather_settings(cls, data, kinds_in(info.context))
+        if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
+            return data
+        return gather_settings(cls, data, data["kind"], catalogue_in(info.context, "kind"),
+                               "kind")
 
     @classmethod
-    def entry_keys(cls, kind: object, kinds: KindCatalogue | None) -> list[str]:
-        """The keys an entry of `kind` may have: the shared ones and its kind's settings."""
-        own = kinds.settings(kind) if kinds is not None and isinstance(kind, str) else None
-        return [k for k in cls.model_fields if k != "settings"] + \
-            list(own.model_fields if own else ())
+    def entry_keys(cls, entry: dict[str, Any], context: object) -> list[str]:
+        """The keys an entry may have: the shared ones and its kind's settings."""
+        return _entry_keys(cls, entry.get("kind"), catalogue_in(context, "kind"))
 
 
-@dataclass(frozen=True)
-class KindCatalogue:
-    """Which provider's settings model a hardware kind has. The providers' registry
-    (registry/providers.py) makes it; whoever validates a hardware entry passes it in the
-    validation context (`kinds_context`), so the answer never hangs on which modules this
-    process happened to import (the registry reads the schema's models, not the other way
-    round)."""
-
-    settings: Callable[[str], type[KindSettings] | None]  # None: no provider offers the kind
-    owners: Callable[[str], list[str]]  # the kinds whose settings take a key
-
-
-_KINDS_KEY = "hardware_kinds"
-
-
-def kinds_context(kinds: KindCatalogue) -> dict[str, KindCatalogue]:
-    """The validation context that lets a hardware entry, or a model holding one (a
-    matrix, a cell, a submission), read its kind's own keys:
-    `Cell.model_validate_json(text, context=kinds_context(kinds))`."""
-    return {_KINDS_KEY: kinds}
-
-
-def kinds_in(context: object) -> KindCatalogue | None:
-    found = context.get(_KINDS_KEY) if isinstance(context, dict) else None
-    return found if isinstance(found, KindCatalogue) else None
-
-
-def gather_settings(model: type[Hardware], data: Any, kinds: KindCatalogue | None) -> Any:
-    """A hardware entry as written (flat keys) with its kind's keys gathered into
-    `settings` as the kind's model. A key of another kind is one located error ("partition
-    applies to kind slurm only"); an unknown key is left for pydantic to refuse; a kind no
-    provider offers drops the other kinds' keys, for the loader to refuse the kind itself.
-    Only an entry of the shared keys alone, or with its settings already a model, is read
-    without the catalogue."""
-    if not isinstance(data, dict) or not isinstance(data.get("kind"), str):
-        return data
-    shared = set(model.model_fields) - {"settings"}
-    given = data.get("settings", {})
-    if kinds is None:
-        own_keys = set(data) - shared
-        if own_keys and (own_keys != {"settings"} or not isinstance(given, KindSettings)):
-            raise RuntimeError("a hardware entry's own keys are read with the kinds' "
-                               "catalogue: validate it with context=validation_context() "
-                               "(registry/providers.py)")
-        return data
-    own = kinds.settings(data["kind"])
-    if own is not None and isinstance(given, own):
-        return data
-    values = dict(given) if isinstance(given, dict) else {}
-    entry, foreign = {}, []
-    for key, value in data.items():
-        if key in shared or key == "settings":
-            entry[key] = value
-        elif own is not None and key in own.model_fields:
-            values[key] = value
-        elif owners := kinds.owners(key):
-            foreign.append(InitErrorDetails(type=PydanticCustomError(
-                "foreign_setting", "{key} applies to kind {kinds} only",
-                {"key": key, "kinds": " or ".join(owners)}), loc=(key,), input=value))
-        else:
-            entry[key] = value  # a typo: pydantic names it, with the keys allowed
-    if foreign and own is not None:
-        raise ValidationError.from_exception_data(model.__name__, foreign)
-    if own is None:
-        return {k: v for k, v in entry.items() if k != "settings"}
-    return {**entry, "settings": own.model_validate(values)}
+def _entry_keys(model: type[BaseModel], owner: object,
+                catalogue: SettingsCatalogue | None) -> list[str]:
+    own = catalogue.settings(owner) if catalogue and isinstance(owner, str) else None
+    return [k for k in model.model_fields if k != "settings"] + \
+        list(own.model_fields if own else ())
 
 
 class Stack(_Strict):
@@ -188,15 +100,39 @@ class Stack(_Strict):
     # older CUDA variant): its lock is made from it and its image installs from it. Not
     # part of identity: the lock pins what is installed.
     index_url: str | None = None
+    # the executor's own keys, as its registration's model (SerializeAsAny: dumped as it)
+    settings: SerializeAsAny[ExecutorSettings] = Field(default_factory=ExecutorSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_settings(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        executor = data.get("executor") or default_executor(data)
+        if not isinstance(executor, str):
+            return data
+        return gather_settings(cls, data, executor, catalogue_in(info.context, "executor"),
+                               "executor")
+
+    @classmethod
+    def entry_keys(cls, entry: dict[str, Any], context: object) -> list[str]:
+        """The keys a stack may have: the shared ones and its executor's settings."""
+        return _entry_keys(cls, entry.get("executor") or default_executor(entry),
+                           catalogue_in(context, "executor"))
 
     @property
     def effective_executor(self) -> str:
         """A stack with pins is an image unless it says otherwise (docs/ARCHITECTURE.md:
         executors)."""
-        if self.executor:
-            return self.executor
-        pinned = (self.framework_version, self.cuda, self.cudnn, self.python, self.base_image)
-        return "docker" if any(pinned) else "process"
+        return self.executor or default_executor(self.model_dump(include=set(PINS)))
+
+
+PINS = ("framework_version", "cuda", "cudnn", "python", "base_image")
+
+
+def default_executor(entry: dict[str, Any]) -> str:
+    """The executor of a stack that names none: docker where it pins anything."""
+    return "docker" if any(entry.get(key) for key in PINS) else "process"
 
 
 class Images(_Strict):

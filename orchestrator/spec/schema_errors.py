@@ -12,13 +12,13 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import SpecError
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey
-from orchestrator.spec.model import KindCatalogue
 
 
 def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel],
-                 kinds: KindCatalogue | None = None) -> SpecError:
+                 context: object = None) -> SpecError:
     """The first of pydantic's errors as one located line that says what was expected;
-    `kinds` names the keys a hardware entry of each kind may have."""
+    `context`, the validation's, names the keys an entry may have (a hardware entry's
+    kind's, a stack's executor's: spec/entry_settings.py)."""
     errors = [(_data_loc(doc.data, e["loc"]), e) for e in exc.errors()]
     # A key missing beside an unknown one is most likely that key misspelt: name the typo.
     missing = {lc[:-1] for lc, e in errors if e["type"] == "missing"}
@@ -31,7 +31,7 @@ def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel],
     err = next((e for e in group if e["type"] == "finite_number"), group[0])
     kind, given, ctx = err["type"], err.get("input"), err.get("ctx", {})
     if kind == "extra_forbidden":
-        allowed = _allowed_keys(model, loc, doc.data, kinds)
+        allowed = _allowed_keys(model, loc, doc.data, context)
         return doc.error(loc, f"unknown key (expected one of: {allowed})")
     if kind == "missing":
         return doc.error(loc, "required field is missing")
@@ -56,7 +56,7 @@ def schema_error(doc: LocatedYaml, exc: ValidationError, model: type[BaseModel],
     if expected:
         return doc.error(loc, f"expected {_one_of(expected)}, got {_described(given)}"
                               f"{_quoting_hint(expected, given)}")
-    if kind == "foreign_setting":  # another kind's key (spec/model.py gather_settings)
+    if kind == "foreign_setting":  # another owner's key (spec/entry_settings.py)
         return doc.error(loc, err["msg"])
     message = err["msg"].removeprefix("Value error, ")
     suffix = f", got {given!r}" if not isinstance(given, dict | list) and given is not None else ""
@@ -136,10 +136,10 @@ def _is_pydantic_tag(part: str | int) -> bool:
         "str", "int", "float", "bool") or part[:1].isupper())
 
 
-def _allowed_keys(model: type[BaseModel], loc: PathKey, data: object,
-                  kinds: KindCatalogue | None) -> str:
+def _allowed_keys(model: type[BaseModel], loc: PathKey, data: object, context: object) -> str:
     """The keys the mapping at `loc[:-1]` may have: its model's fields, or, for a model
-    whose keys depend on the entry (a hardware entry: its kind's settings), what it says."""
+    whose keys depend on the entry (a hardware entry: its kind's settings; a stack: its
+    executor's), what it says."""
     parent, entry = model, data
     for part in loc[:-1]:
         entry = entry[part] if isinstance(entry, dict | list) else None  # type: ignore[index]
@@ -151,5 +151,5 @@ def _allowed_keys(model: type[BaseModel], loc: PathKey, data: object,
                       parent)
     entry_keys = getattr(parent, "entry_keys", None)
     if entry_keys is not None and isinstance(entry, dict):
-        return ", ".join(entry_keys(entry.get("kind"), kinds))
+        return ", ".join(entry_keys(entry, context))
     return ", ".join(parent.model_fields)

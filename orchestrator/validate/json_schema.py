@@ -1,14 +1,15 @@
 """The matrix file's JSON Schema, for editors (`matrix schema`), composed from the registry:
-the executors and hardware kinds registered when it is made, and a hardware entry per kind
-with the shared keys and that kind's own (its provider's settings model, spec/model.py
-KindSettings), flat, as users write them. An entry of one kind offers none of another's."""
+the executors and hardware kinds registered when it is made, a hardware entry per kind with
+the shared keys and that kind's own (its provider's settings model, KindSettings), and a
+stack per executor with its own (ExecutorSettings: spec/entry_settings.py), flat, as users
+write them. An entry of one kind offers none of another's."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from orchestrator.registry.executors import executor_names
+from orchestrator.registry.executors import executor_kind, executor_names
 from orchestrator.registry.providers import hardware_kinds as registered_kinds
 from orchestrator.registry.providers import registered_for
 from orchestrator.spec.model import MatrixSpec
@@ -20,6 +21,7 @@ def json_schema() -> dict[str, Any]:
     schema["title"] = "matrix-bench matrix file"
     defs = schema["$defs"]
     defs["Stack"]["properties"]["executor"]["anyOf"][0]["enum"] = executor_names()
+    defs["Stack"] = _stacks(defs.pop("Stack"), defs)
     shared = defs.pop("Hardware")
     defs.pop("KindSettings", None)
     shared["properties"].pop("settings")
@@ -28,6 +30,29 @@ def json_schema() -> dict[str, Any]:
                         "oneOf": [_entry_of_kind(shared, kind, defs)
                                   for kind in registered_kinds()]}
     return schema
+
+
+def _stacks(shared: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A stack: one of the shared keys alone (its executor's keys left out, which the
+    default executors, process and docker, have none of), or a stack that names an
+    executor with keys of its own, with them."""
+    defs.pop("ExecutorSettings", None)
+    shared["properties"].pop("settings")
+    entries = [shared]
+    for name in executor_names():
+        settings = executor_kind(name).settings.model_json_schema()
+        if not settings.get("properties"):
+            continue
+        defs.update(settings.pop("$defs", {}))
+        entry = copy.deepcopy(shared)
+        entry["title"] = f"Stack of executor {name}"
+        entry["properties"]["executor"] = {"const": name}
+        entry["properties"].update(settings["properties"])
+        entry["required"] = sorted({*entry.get("required", []), "executor"})
+        entry.pop("description", None)
+        entries.append(entry)
+    return {"title": "Stack", "description": shared.pop("description", ""),
+            "anyOf": entries}
 
 
 def _entry_of_kind(shared: dict[str, Any], kind: str, defs: dict[str, Any]) -> dict[str, Any]:

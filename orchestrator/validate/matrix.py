@@ -14,11 +14,11 @@ from orchestrator.images.locks import lock_pins, normalise
 from orchestrator.plan.cells import Cell, check_grid, expand
 from orchestrator.registry.executors import executor_names, needs_image
 from orchestrator.registry.providers import (
-    KINDS,
     ProviderLoadError,
     hardware_kinds,
     provider_for,
     providers,
+    validation_context,
 )
 from orchestrator.spec.checks import (
     check_image_files,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 def load_spec(path: Path | str, releases: ReleaseIndex | None = None) -> MatrixSpec:
     """Read, validate and check a matrix file; SpecError on the first problem found. With
     `releases`, a framework version newer than the release tables is looked up there."""
-    spec, doc = read_spec(path, KINDS)
+    spec, doc = read_spec(path, validation_context())
     check_repeats(spec, doc)
     _check_registered(spec, doc)
     for provider in providers():

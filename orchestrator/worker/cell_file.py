@@ -45,7 +45,7 @@ class CellFileError(ValueError):
 @dataclass(frozen=True)
 class CellHardware:
     """The fields every hardware kind shares, and its kind's own block: the settings its
-    provider declares (spec/model.py KindSettings), as that model dumps them (kind slurm:
+    provider declares (spec/entry_settings.py KindSettings), as that model dumps them (kind slurm:
     partition, cpus, mem_gb...; kind ec2: spot). No workload needs them: provenance."""
 
     name: str

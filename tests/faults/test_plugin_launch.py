@@ -1,7 +1,8 @@
 """A plugin executor keeps every guarantee a worker has by calling the public launch alone.
 
 The test package's `niced` executor (tests/plugin_package/acme_plugins/niced.py) imports
-only `orchestrator.executors`' public names and starts the worker through `nice -n 19`.
+only `orchestrator.executors`' public names and starts the worker through `nice -n N`,
+N its stack's own `niceness` setting.
 Installed by entry point, it runs the process executor's fault cases in a real sweep whose
 driver holds every credential: each fault is its cell's status, a hang is ended at its
 timeout with nothing of it left, an allocation past the limit is `oom`, a command's
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.slow  # sweeps, real training or fuzzing: not the fast 
 MATRIX = """
 name: plugin-faults
 hardware: [{name: box, kind: local}]
-stacks: [{name: low, executor: niced}]
+stacks: [{name: low, executor: niced, niceness: 12}]
 workloads:
   - name: sleep
     params: {seconds: 0.2, fault: [none, raise, kill, hang, oom]}
@@ -83,8 +84,8 @@ def test_a_plugin_executor_on_the_public_launch_keeps_every_guarantee(plugins, t
     assert alive("time.sleep(419)") == [] and alive("time.sleep(421)") == []
 
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen["nice"] == 19  # through the plugin's wrapper
-    assert seen["env"]["ACME_NICENESS"] == "19"  # and with what it added
+    assert seen["nice"] == 12  # through the plugin's wrapper, at the stack's own setting
+    assert seen["env"]["ACME_NICENESS"] == "12"  # and with what it added
     assert set(CREDENTIALS) & set(seen["env"]) == set()
     assert PROXY_PASSWORD not in json.dumps(seen["env"])
     assert [v for v in CREDENTIALS.values() if v in done.stdout + done.stderr] == []

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES, region_problem
 from orchestrator.providers.aws.network import ssh_cidr_problem
-from orchestrator.spec.model import KindSettings
+from orchestrator.spec.entry_settings import KindSettings
 
 if TYPE_CHECKING:
     from orchestrator.spec.model import Aws

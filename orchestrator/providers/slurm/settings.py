@@ -9,7 +9,8 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from orchestrator.spec.model import KindSettings, Name
+from orchestrator.spec.entry_settings import KindSettings
+from orchestrator.spec.model import Name
 
 
 class SlurmSettings(KindSettings):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from orchestrator.providers import BaseProvider, Price, ProviderKind
-from orchestrator.spec.model import KindSettings
+from orchestrator.spec.entry_settings import KindSettings
 
 
 class PoolSettings(KindSettings):
