@@ -252,9 +252,15 @@ def _start_ray_cluster(dashboard_port: int):
     a failed try started (its GCS, raylet, dashboard: this process's new children) is ended
     before the next."""
     import psutil
+    from ray._private.utils import write_ray_address
     from ray.cluster_utils import Cluster
 
-    node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024}
+    # A root of its own (short: Ray's socket paths live in it), where its nodes' job
+    # supervisors read the address of "their" cluster: in the shared /tmp/ray, another
+    # test's Ray could take that file, and a head driver job connected to that Ray instead
+    # (InvalidAuthToken: the other cluster's token).
+    root = tempfile.mkdtemp(prefix="mb-ray-")
+    node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024, "temp_dir": root}
     for attempt in range(1, RAY_START_TRIES + 1):
         before = {child.pid for child in psutil.Process().children(recursive=True)}
         cluster = None
@@ -264,6 +270,7 @@ def _start_ray_cluster(dashboard_port: int):
                              include_dashboard=True, dashboard_host="127.0.0.1",
                              dashboard_port=dashboard_port)
             cluster.add_node(**node_args, **node_ports(), resources={"hw:node-b": 1})
+            write_ray_address(cluster.gcs_address, root)
             return cluster
         except Exception as exc:
             if attempt == RAY_START_TRIES:

@@ -189,8 +189,10 @@ def test_an_embedded_driver_whose_node_dies_stops_with_the_resume_line_and_loses
         [sys.executable, "-m", "orchestrator.cli", "run", str(matrix), "-o", str(run_dir)],
         cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
-    deadline = time.monotonic() + 60
+    # the embedded Ray's start and the first worker: over 60 s on a loaded machine (issue 56)
+    deadline = time.monotonic() + 240
     while not workers_of(run_dir):
+        assert sweep.poll() is None, sweep.communicate()
         assert time.monotonic() < deadline, "the first cell never started"
         time.sleep(0.1)
     (worker,) = workers_of(run_dir)
