@@ -11,16 +11,22 @@ import subprocess
 import sys
 
 import pytest
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from orchestrator.errors import SpecError
 from orchestrator.executors import ExecutorKind, ExecutorSettings, register_executor
 from orchestrator.plan.cells import expand
 from orchestrator.plan.identity import model_identity
-from orchestrator.registry import executors
+from orchestrator.providers import BaseProvider, ProviderKind, register_provider
+from orchestrator.registry import executors, providers
 from orchestrator.registry.providers import validation_context
-from orchestrator.spec.entry_settings import KindSettings, SettingsCatalogue, settings_context
-from orchestrator.spec.model import Hardware, Stack
+from orchestrator.spec.entry_settings import (
+    KindSettings,
+    ProviderSection,
+    SettingsCatalogue,
+    settings_context,
+)
+from orchestrator.spec.model import Hardware, MatrixSpec, Stack
 from orchestrator.validate import json_schema, load_spec
 from tests.conftest import PROJECT
 
@@ -169,3 +175,57 @@ def test_the_json_schema_offers_an_executors_keys_on_its_stacks_only(lowprio):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**matrix, "stacks": [{"name": "s", "executor": "process",
                                                    "niceness": 3}]}, schema)
+
+
+class LabSection(ProviderSection):
+    queue: str = "day"
+    max_nodes: int = Field(default=4, ge=1)
+
+
+@pytest.fixture
+def lab(monkeypatch):
+    """A provider with its own section of the matrix file (`lab:`), registered in this
+    process (the registry as it was comes back after the test)."""
+    monkeypatch.setattr(providers, "_REGISTRY", dict(providers._REGISTRY))
+    register_provider(ProviderKind("lab", ("labbox",), load=BaseProvider, section=LabSection))
+
+
+LAB = STACKS.format(stack="{name: s, executor: process}")
+
+
+def test_a_providers_section_is_its_own_model_under_its_name(lab, matrix_file):
+    spec = load_spec(matrix_file(LAB + "lab: {queue: night}\n"))
+    assert spec.section("lab") == LabSection(queue="night")
+    assert spec.section("aws") is None  # no aws: written, none made up
+    assert load_spec(matrix_file(LAB, "none.yaml")).section("lab") is None
+    schema = json_schema()
+    assert schema["properties"]["lab"] == {"$ref": "#/$defs/LabSection"}
+    assert set(schema["$defs"]["LabSection"]["properties"]) == {"queue", "max_nodes"}
+    assert {"aws", "slurm"} <= set(schema["properties"]) and "sections" not in \
+        schema["properties"]
+
+
+@pytest.mark.parametrize(("written", "says"), [
+    ("lab: {queu: night}", "lab.queu: unknown key (expected one of: queue, max_nodes)"),
+    ("lab: {max_nodes: 0}", "lab.max_nodes: must be greater than or equal to 1, got 0"),
+    ("lab: night", "lab: expected a mapping, got the text 'night'"),
+    ("labs: {queue: night}", "labs: unknown key (expected one of: name, hardware, stacks, "
+                             "workloads, include, exclude, repeats, output, budget_usd, "
+                             "images, job, max_cells, aws, slurm, lab)"),
+    ("sections: {lab: {queue: night}}", "sections: unknown key (expected one of:"),
+])
+def test_a_bad_section_is_one_located_line(lab, matrix_file, written, says):
+    with pytest.raises(SpecError) as bad:
+        load_spec(matrix_file(LAB + written + "\n"))
+    assert f"m.yaml:5: {says}" in str(bad.value), str(bad.value)
+
+
+def test_a_matrix_with_a_section_needs_the_catalogue_to_be_read():
+    matrix = {"name": "m", "hardware": [{"name": "a", "kind": "local"}],
+              "stacks": [{"name": "s"}], "workloads": [{"name": "sleep"}]}
+    assert MatrixSpec.model_validate(matrix).sections == {}
+    with pytest.raises(RuntimeError, match="validation_context"):
+        MatrixSpec.model_validate({**matrix, "aws": {"region": "eu-west-1"}})
+    read = MatrixSpec.model_validate({**matrix, "aws": {"region": "eu-west-1"}},
+                                     context=validation_context())
+    assert read.section("aws").region == "eu-west-1"

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.errors import MatrixError
 from orchestrator.plugins import PROVIDERS, load_plugins
 from orchestrator.registry.executors import EXECUTOR_SETTINGS
-from orchestrator.spec.entry_settings import KindSettings, SettingsCatalogue, settings_context
+from orchestrator.spec.entry_settings import (
+    KindSettings,
+    ProviderSection,
+    SettingsCatalogue,
+    settings_context,
+)
 
 if TYPE_CHECKING:
     from orchestrator.executors.outcome import ToolInfo
@@ -203,18 +208,27 @@ class ProviderKind:
     name: str
     hardware_kinds: tuple[str, ...]
     load: Callable[[], Provider]
-    # the keys only its kinds' entries take, as a model (spec/entry_settings.py: KindSettings), or
+    # the keys only its kinds' entries take (spec/entry_settings.py: KindSettings), and its
+    # own section of the matrix file, under its name (`aws:`), each a model or the
     # "module:Class" naming it (a built-in's, imported when first asked); light: validating
-    # a matrix imports it, never the provider's SDK
+    # a matrix imports them, never the provider's SDK
     settings: type[KindSettings] | str = KindSettings
+    section: type[ProviderSection] | str | None = None
 
     def settings_model(self) -> type[KindSettings]:
-        """The model of its kinds' own keys, imported if it is named."""
-        if isinstance(self.settings, str):
-            module, _, name = self.settings.partition(":")
-            model: type[KindSettings] = getattr(importlib.import_module(module), name)
-            return model
-        return self.settings
+        model: type[KindSettings] = _named(self.settings)
+        return model
+
+    def section_model(self) -> type[ProviderSection] | None:
+        return None if self.section is None else _named(self.section)
+
+
+def _named(model: type[Any] | str) -> Any:
+    """A model, or the one "module:Class" names (imported now)."""
+    if isinstance(model, str):
+        module, _, name = model.partition(":")
+        return getattr(importlib.import_module(module), name)
+    return model
 
 
 class UnknownProvider(MatrixError):
@@ -275,12 +289,22 @@ def setting_owners(key: str) -> list[str]:
 KINDS = SettingsCatalogue(settings=settings_of, owners=setting_owners)
 
 
+def section_of(name: str) -> type[ProviderSection] | None:
+    """The model of the matrix section `name`: the section of the provider so named."""
+    provider = _registry().get(name)
+    return provider.section_model() if provider is not None else None
+
+
+SECTIONS = SettingsCatalogue(settings=section_of, owners=lambda key: [], names=lambda: [
+    name for name, provider in _registry().items() if provider.section is not None])
+
+
 def validation_context() -> dict[str, Any]:
     """The context a hardware entry and a stack are validated with, so their owners' keys
     are read as the owner's settings model (a hardware kind's provider's, a stack
     executor's): `Cell.model_validate_json(text, context=validation_context())`
     (spec/entry_settings.py: gather_settings)."""
-    return settings_context(KINDS, EXECUTOR_SETTINGS)
+    return settings_context(KINDS, EXECUTOR_SETTINGS, SECTIONS)
 
 
 class ProviderLoadError(MatrixError):
@@ -365,7 +389,9 @@ def _builtin(module: str) -> Callable[[], Provider]:
 register_provider(ProviderKind("local", ("local",), _builtin("orchestrator.providers.local")))
 # a built-in kind's settings model is its provider's, named here and imported when asked
 register_provider(ProviderKind("aws", ("ec2",), _builtin("orchestrator.providers.aws.provider"),
-                               "orchestrator.providers.aws.settings:Ec2Settings"))
+                               "orchestrator.providers.aws.settings:Ec2Settings",
+                               "orchestrator.providers.aws.settings:AwsSection"))
 register_provider(ProviderKind("slurm", ("slurm",),
                                _builtin("orchestrator.providers.slurm.provider"),
-                               "orchestrator.providers.slurm.settings:SlurmSettings"))
+                               "orchestrator.providers.slurm.settings:SlurmSettings",
+                               "orchestrator.providers.slurm.settings:SlurmSection"))

@@ -2,7 +2,9 @@
 (Slurm's partition, EC2's spot: its provider's `KindSettings`) and a stack's executor (a
 plugin's wrapper options: its `ExecutorSettings`). Users write them flat on the entry,
 beside the shared keys; `gather_settings` collects them into the entry's `settings` as the
-owner's model, and says in one located line when a key belongs to another owner.
+owner's model, and says in one located line when a key belongs to another owner. A
+provider's own section of the file (`aws:`, `slurm:`) is its `ProviderSection` model,
+gathered by `gather_sections`.
 
 Which model an owner has is the registries' answer (registry/providers.py,
 registry/executors.py), passed to every validation in pydantic's context
@@ -56,6 +58,13 @@ class KindSettings(EntrySettings):
         return None
 
 
+class ProviderSection(StrictModel):
+    """A provider's own section of the matrix file, under the provider's name (`aws:`,
+    `slurm:`): how the sweep uses it, never part of a cell's identity. The provider's
+    registration declares its subclass (`ProviderKind.section`); `MatrixSpec` gathers it
+    into `spec.sections`."""
+
+
 class ExecutorSettings(EntrySettings):
     """An executor's own settings: the keys of a stack that only its executor takes (the
     priority a wrapper runs the worker at, a runtime's options). The executor's
@@ -65,25 +74,28 @@ class ExecutorSettings(EntrySettings):
 
 @dataclass(frozen=True)
 class SettingsCatalogue:
-    """Which settings model each owner has (a hardware kind, an executor), and which
-    owners take a key, as a registry answers."""
+    """Which settings model each owner has (a hardware kind, an executor, a provider's
+    section), and which owners take a key, as a registry answers."""
 
-    settings: Callable[[str], type[EntrySettings] | None]  # None: no such owner
+    settings: Callable[[str], type[StrictModel] | None]  # None: no such owner
     owners: Callable[[str], list[str]]  # the owners whose settings take a key
+    names: Callable[[], list[str]] = list  # every owner with settings (a matrix's sections)
 
 
-Owner = Literal["kind", "executor"]
-_CONTEXT_KEYS: dict[Owner, str] = {"kind": "hardware_kinds", "executor": "executors"}
+Owner = Literal["kind", "executor", "section"]
+_CONTEXT_KEYS: dict[Owner, str] = {"kind": "hardware_kinds", "executor": "executors",
+                                   "section": "provider_sections"}
 
 
-def settings_context(kinds: SettingsCatalogue,
-                     executors: SettingsCatalogue | None = None) -> dict[str, Any]:
-    """The validation context that lets a hardware entry and a stack, or a model holding
-    them (a matrix, a cell, a submission), read their owners' keys:
-    `Cell.model_validate_json(text, context=settings_context(...))`; registry/providers.py's
-    `validation_context()` is the registries' own."""
-    return {_CONTEXT_KEYS["kind"]: kinds,
-            **({_CONTEXT_KEYS["executor"]: executors} if executors is not None else {})}
+def settings_context(kinds: SettingsCatalogue, executors: SettingsCatalogue | None = None,
+                     sections: SettingsCatalogue | None = None) -> dict[str, Any]:
+    """The validation context that lets a hardware entry, a stack and a matrix's provider
+    sections, or a model holding them (a matrix, a cell, a submission), read their owners'
+    keys: `Cell.model_validate_json(text, context=settings_context(...))`;
+    registry/providers.py's `validation_context()` is the registries' own."""
+    given: dict[Owner, SettingsCatalogue | None] = {
+        "kind": kinds, "executor": executors, "section": sections}
+    return {_CONTEXT_KEYS[owner]: found for owner, found in given.items() if found is not None}
 
 
 def catalogue_in(context: object, owner: Owner) -> SettingsCatalogue | None:
@@ -130,3 +142,42 @@ def gather_settings(model: type[BaseModel], data: dict[str, Any], owner: str,
     if own is None:
         return {k: v for k, v in entry.items() if k != "settings"}
     return {**entry, "settings": own.model_validate(values)}
+
+
+def gather_sections(model: type[BaseModel], data: dict[str, Any],
+                    catalogue: SettingsCatalogue | None) -> dict[str, Any]:
+    """A matrix as written, with each provider's section (a top-level key named after the
+    provider) validated as the provider's model into `sections`; a key no provider owns is
+    left for pydantic to refuse as unknown. Errors keep the section's own location
+    (`aws.region`)."""
+    if catalogue is None:
+        if set(data) - set(model.model_fields):
+            raise RuntimeError("a matrix's provider sections are read with the registries' "
+                               "catalogue: validate it with context=validation_context() "
+                               "(registry/providers.py)")
+        return data
+    given = data.get("sections", {})
+    if not isinstance(given, dict) or not all(
+            isinstance(v, ProviderSection) for v in given.values()):  # a file's own key
+        raise ValidationError.from_exception_data(model.__name__, [InitErrorDetails(
+            type="extra_forbidden", loc=("sections",), input=given)])
+    written: dict[str, Any] = dict(given)
+    rest = {k: v for k, v in data.items() if k != "sections"}
+    for key in [k for k in rest if k not in model.model_fields]:
+        if catalogue.settings(key) is not None:
+            written[key] = rest.pop(key)
+    sections, errors = {}, []
+    for key, value in written.items():
+        own = catalogue.settings(key)
+        if own is None or isinstance(value, own):
+            sections[key] = value  # an unknown one: the field's own type refuses it
+            continue
+        try:
+            sections[key] = own.model_validate(value)
+        except ValidationError as exc:
+            errors += [InitErrorDetails(type=error["type"], loc=(key, *error["loc"]),
+                                        input=error["input"], ctx=error.get("ctx", {}))
+                       for error in exc.errors()]
+    if errors:
+        raise ValidationError.from_exception_data(model.__name__, errors)
+    return {**rest, "sections": sections}

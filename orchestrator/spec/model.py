@@ -1,5 +1,6 @@
 """The matrix file's schema: strict pydantic models of its sections (hardware, stacks,
-workloads, rules, repeats, images, aws), their limits, and what is read off them.
+workloads, rules, repeats, images, the providers' own: spec/entry_settings.py), their
+limits, and what is read off them.
 
 Models only: loading a file and checking it against the registries is load.py.
 """
@@ -22,8 +23,10 @@ from orchestrator.results.records import Name as RecordName
 from orchestrator.spec.entry_settings import (
     ExecutorSettings,
     KindSettings,
+    ProviderSection,
     SettingsCatalogue,
     catalogue_in,
+    gather_sections,
     gather_settings,
 )
 from orchestrator.spec.entry_settings import StrictModel as _Strict
@@ -145,35 +148,6 @@ class Images(_Strict):
     registry: str | None = None  # push built images here, e.g. localhost:5000/matrix-bench
 
 
-class Aws(_Strict):
-    """Where and how EC2 hardware runs: one region per matrix (docs/aws.md)."""
-
-    region: str = "us-east-1"
-    ami: str | None = None  # default: the Deep Learning Base AMI (NVIDIA driver, Docker)
-    instance_profile: str | None = None  # the nodes' IAM instance profile, name or ARN
-    subnet_id: str | None = None
-    head_instance_type: str = "m5.large"
-    max_workers: int = Field(default=8, ge=1)  # per EC2 hardware entry
-    idle_timeout_minutes: int = Field(default=10, ge=1)
-    max_lifetime_hours: float = Field(default=12.0, gt=0, le=24 * 30)  # then nodes shut down
-    ssh_cidr: str | None = None  # SSH ingress; default: this machine's address only
-    results_uri: str | None = None  # s3://bucket/prefix for the run's results
-
-
-class Slurm(_Strict):
-    """How a sweep uses Slurm (docs/slurm.md): the settings of every `kind: slurm` entry."""
-
-    max_parallel: int = Field(default=8, ge=1, le=100_000)  # array tasks running at once
-    queue_timeout_s: float = Field(default=6 * 3600.0, gt=0, le=MAX_TIMEOUT_S)  # then cancelled
-    poll_s: float = Field(default=10.0, ge=0.2, le=600)  # how often the driver asks Slurm
-    # Where a task's end is read: sacct where accounting runs (auto), or the controller
-    # (scontrol, which forgets a job MinJobAge after it ends) and the task's own files.
-    outcomes: Literal["auto", "sacct", "controller"] = "auto"
-    # The Python the array tasks run the worker with, on the nodes (a path on the shared
-    # filesystem); default: the one running `matrix run`.
-    python: str | None = None
-
-
 class WorkloadEntry(_Strict):
     """A workload and its parameter grid: any value in `params` may be a list (an axis).
 
@@ -249,12 +223,30 @@ class MatrixSpec(_Strict):
     output: str | None = None  # run directory; default reports/<name>
     budget_usd: float | None = Field(default=None, gt=0)
     images: Images = Field(default_factory=Images)
-    aws: Aws | None = None  # needed by EC2 hardware
-    slurm: Slurm = Field(default_factory=Slurm)
+    # each provider's own section, under its name (aws:, slurm:), as its model
+    sections: dict[str, SerializeAsAny[ProviderSection]] = Field(default_factory=dict)
     job: JobSpec | None = None  # the user's training job, answered in the report
     max_cells: int = Field(default=10_000, ge=1, le=HARD_MAX_CELLS, description=(
         "The most cells the matrix may expand to (after repeats and include rules); a "
         "bigger grid is refused as a likely slip. Raise it when you mean it."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_sections(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return gather_sections(cls, data, catalogue_in(info.context, "section"))
+
+    @classmethod
+    def entry_keys(cls, entry: dict[str, Any], context: object) -> list[str]:
+        """The keys a matrix may have: its own and each provider's section."""
+        sections = catalogue_in(context, "section")
+        return [k for k in cls.model_fields if k != "sections"] + \
+            (sections.names() if sections else [])
+
+    def section(self, provider: str) -> ProviderSection | None:
+        """The provider's own section as its model (`aws:`), None where the file has none."""
+        return self.sections.get(provider)
 
     def workload_entry(self, name: str) -> WorkloadEntry:
         return next(w for w in self.workloads if w.name == name)

@@ -11,6 +11,7 @@ import re
 from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import SpecError
+from orchestrator.spec.entry_settings import catalogue_in
 from orchestrator.spec.located_yaml import LocatedYaml, PathKey
 
 
@@ -144,6 +145,10 @@ def _allowed_keys(model: type[BaseModel], loc: PathKey, data: object, context: o
     for part in loc[:-1]:
         entry = entry[part] if isinstance(entry, dict | list) else None  # type: ignore[index]
         if isinstance(part, int):
+            continue
+        if part not in parent.model_fields:  # a provider's section (`aws:`): its model
+            sections = catalogue_in(context, "section")
+            parent = (sections.settings(part) if sections else None) or parent
             continue
         annotation = parent.model_fields[part].annotation
         members = getattr(annotation, "__args__", (annotation,))  # list[X], X | None, int | X

@@ -1,8 +1,9 @@
 """The matrix file's JSON Schema, for editors (`matrix schema`), composed from the registry:
 the executors and hardware kinds registered when it is made, a hardware entry per kind with
-the shared keys and that kind's own (its provider's settings model, KindSettings), and a
-stack per executor with its own (ExecutorSettings: spec/entry_settings.py), flat, as users
-write them. An entry of one kind offers none of another's."""
+the shared keys and that kind's own (its provider's settings model, KindSettings), a stack
+per executor with its own (ExecutorSettings), flat, as users write them, and each
+provider's section under its name (ProviderSection: spec/entry_settings.py). An entry of
+one kind offers none of another's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from orchestrator.registry.executors import executor_kind, executor_names
 from orchestrator.registry.providers import hardware_kinds as registered_kinds
-from orchestrator.registry.providers import registered_for
+from orchestrator.registry.providers import provider_names, registered_for, section_of
 from orchestrator.spec.model import MatrixSpec
 
 
@@ -29,6 +30,15 @@ def json_schema() -> dict[str, Any]:
     defs["Hardware"] = {"title": "Hardware", "description": shared["description"],
                         "oneOf": [_entry_of_kind(shared, kind, defs)
                                   for kind in registered_kinds()]}
+    schema["properties"].pop("sections")
+    defs.pop("ProviderSection", None)
+    for name in provider_names():  # each provider's own section, under its name
+        section = section_of(name)
+        if section is not None:
+            found = section.model_json_schema()
+            defs.update(found.pop("$defs", {}))
+            defs[section.__name__] = found
+            schema["properties"][name] = {"$ref": f"#/$defs/{section.__name__}"}
     return schema
 
 

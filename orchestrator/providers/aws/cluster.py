@@ -30,7 +30,7 @@ from orchestrator.providers.aws.cleanup import remove_run
 from orchestrator.providers.aws.network import NAME_PREFIX, ensure_security_group, group_name
 from orchestrator.providers.aws.quotas import QuotaError, check_quotas, vcpus_needed
 from orchestrator.providers.aws.ray_cluster import SSH_USER, cluster_config, node_setup, validated
-from orchestrator.providers.aws.settings import ec2_settings
+from orchestrator.providers.aws.settings import aws_of, ec2_settings
 from orchestrator.spec.model import MatrixSpec
 
 DASHBOARD_PORT = 8265
@@ -80,12 +80,12 @@ def check_launch_quotas(spec: MatrixSpec, service_quotas: Any,
                         warn: Callable[[str], None]) -> None:
     """QuotaError when the account cannot run what the plan may run at once; a warning when
     Service Quotas cannot be asked (no permission, no such API), as EC2 will refuse anyway."""
-    assert spec.aws is not None
-    nodes = [(str(h.instance_type), ec2_settings(h).spot, spec.aws.max_workers)
+    aws = aws_of(spec)
+    nodes = [(str(h.instance_type), ec2_settings(h).spot, aws.max_workers)
              for h in spec.hardware if h.kind == "ec2"]
-    nodes.append((spec.aws.head_instance_type, False, 1))
+    nodes.append((aws.head_instance_type, False, 1))
     try:
-        check_quotas(service_quotas, vcpus_needed(nodes), spec.aws.region)
+        check_quotas(service_quotas, vcpus_needed(nodes), aws.region)
     except QuotaError:
         raise
     except Exception as exc:  # botocore errors
@@ -98,8 +98,7 @@ def prepare(spec: MatrixSpec, run_id: str, run_dir: Path, clients: Clients) -> C
     config."""
     import yaml
 
-    assert spec.aws is not None
-    aws = spec.aws
+    aws = aws_of(spec)
     ami = aws.ami or default_ami(clients.ssm)
     cidr = aws.ssh_cidr or public_cidr()
     name = NAME_PREFIX + run_id
@@ -137,11 +136,11 @@ def security_group(ec2: Any, run_id: str, cidr: str, subnet_id: str | None) -> s
 def ec2_cluster(spec: MatrixSpec, run_id: str, run_dir: Path, launcher: Launcher,
                 clients: Clients, say: Callable[[str], None]) -> Iterator[None]:
     """The cluster, up for the block and torn down after it, whatever happens."""
-    assert spec.aws is not None
+    aws = aws_of(spec)
     files = None
     try:
         files = prepare(spec, run_id, run_dir, clients)
-        say(f"launching the cluster of run {run_id} in {spec.aws.region} ({files.config})")
+        say(f"launching the cluster of run {run_id} in {aws.region} ({files.config})")
         try:
             launcher.up(files.config)
         except Exception as exc:  # Ray's launcher raises what its steps raise

@@ -16,10 +16,11 @@ def write_cluster_config(matrix_file: Path, output: Path, ssh_cidr: str | None) 
     from orchestrator.providers.aws.network import ssh_cidr_problem
     from orchestrator.providers.aws.ray_cluster import ClusterConfigError, node_setup, validated
     from orchestrator.providers.aws.ray_cluster import cluster_config as render
+    from orchestrator.providers.aws.settings import aws_section
     from orchestrator.validate import load_spec
 
     spec = load_spec(matrix_file)
-    aws = spec.aws
+    aws = aws_section(spec)
     if aws is None:
         raise ClusterConfigError("the matrix has no aws section, so no EC2 cluster")
     cidr = ssh_cidr or aws.ssh_cidr

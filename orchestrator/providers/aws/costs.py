@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.providers import Price
 from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 from orchestrator.providers.aws.pricing import PriceBook
-from orchestrator.providers.aws.settings import ec2_settings
+from orchestrator.providers.aws.settings import aws_section, ec2_settings
 
 if TYPE_CHECKING:
     from orchestrator.spec.model import Hardware, MatrixSpec
@@ -24,14 +24,15 @@ def hardware_prices(spec: MatrixSpec, ec2: list[Hardware], book: PriceBook | Non
                     warn: Callable[[str], None] = lambda line: None) -> dict[str, Price]:
     """Hardware name -> its price per hour, for the EC2 entries that have one; a failed API
     lookup is passed to `warn` and the cache or the shipped table answers."""
-    if not ec2 or spec.aws is None:
+    aws = aws_section(spec)
+    if not ec2 or aws is None:
         return {}
     book = book or PriceBook()
-    clients = price_clients(spec.aws.region)
+    clients = price_clients(aws.region)
     prices = {}
     for hardware in ec2:
         spot = ec2_settings(hardware).spot
-        price = book.price(str(hardware.instance_type), spec.aws.region, spot, clients)
+        price = book.price(str(hardware.instance_type), aws.region, spot, clients)
         if price is not None:
             prices[hardware.name] = replace(price, share=_share(hardware))
     for failure in book.failures:
@@ -50,11 +51,12 @@ def _share(hardware: Hardware) -> str:
 
 def head_price(spec: MatrixSpec, book: PriceBook | None = None) -> Price | None:
     """The head node's on-demand price: it bills for the whole sweep."""
-    if spec.aws is None:
+    aws = aws_section(spec)
+    if aws is None:
         return None
     book = book or PriceBook()
-    return book.price(spec.aws.head_instance_type, spec.aws.region, False,
-                      price_clients(spec.aws.region))
+    return book.price(aws.head_instance_type, aws.region, False,
+                      price_clients(aws.region))
 
 
 def price_clients(region: str) -> tuple[Any, Any] | None:

@@ -16,7 +16,7 @@ from orchestrator.executors import needs_image
 from orchestrator.providers import BaseProvider, CellGroup, Launch, Price, Say
 from orchestrator.providers.aws.aws import ecr_auth, is_ecr
 from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES, instance_type_problem
-from orchestrator.providers.aws.settings import aws_setting_problem
+from orchestrator.providers.aws.settings import aws_of, aws_section, aws_setting_problem
 
 HEAD_RUN_ROOT = "~/matrix-bench/runs"  # on the nodes: cell files and logs
 # Passed to the head driver when set here; never credentials (the nodes have their
@@ -46,12 +46,13 @@ class AwsProvider(BaseProvider):
         return known.gpus if known else None
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
-        if spec.aws and (problem := aws_setting_problem(spec.aws)):
+        aws = aws_section(spec)
+        if aws and (problem := aws_setting_problem(aws)):
             return ("aws", problem[0]), problem[1]
         if not any(h.kind == "ec2" for h in spec.hardware):
             return None
-        if spec.aws is None or spec.aws.instance_profile is None:
-            where: tuple[str | int, ...] = ("aws", "instance_profile") if spec.aws else \
+        if aws is None or aws.instance_profile is None:
+            where: tuple[str | int, ...] = ("aws", "instance_profile") if aws else \
                 ("hardware",)
             return where, ("EC2 hardware needs aws.instance_profile: the IAM instance profile "
                            "its nodes run with (docs/aws.md)")
@@ -86,8 +87,8 @@ class AwsProvider(BaseProvider):
                      say: Say) -> None:
         from orchestrator.providers.aws.cluster import Clients, check_launch_quotas
 
-        assert spec.aws is not None
-        check_launch_quotas(spec, Clients.for_region(spec.aws.region).service_quotas, say)
+        aws = aws_of(spec)
+        check_launch_quotas(spec, Clients.for_region(aws.region).service_quotas, say)
 
     def launch(self, launch: Launch) -> CellGroup:
         """The cluster's group (providers/ray_head): its head driver gets the cells, prices
@@ -98,13 +99,13 @@ class AwsProvider(BaseProvider):
         from orchestrator.providers.ray_head.group import RayHeadGroup
 
         spec = launch.spec
-        assert spec.aws is not None
+        aws = aws_of(spec)
         run_id = launch.run_dir.name  # the run tag; `matrix cleanup` spares runs locked here
         head = head_price(spec)
         driver_input = DriverInput(
             run_id=run_id, run_root=f"{HEAD_RUN_ROOT}/{run_id}",
             teardown=Teardown(function="orchestrator.providers.aws.cleanup:tear_down_run",
-                              args={"region": spec.aws.region, "run": run_id}),
+                              args={"region": aws.region, "run": run_id}),
             cells=launch.cells, images={c.stack.name: launch.images[c.stack.name]
                                         for c in launch.cells},
             tool=launch.tool, budget_usd=spec.budget_usd,
@@ -113,7 +114,7 @@ class AwsProvider(BaseProvider):
             estimate_s=launch.estimate_s,
             follower_grace_s=launch.options.get("follower_grace_s", 600.0))
         launcher = launch.options.get("launcher") or RayLauncher()
-        clients = Clients.for_region(spec.aws.region)
+        clients = Clients.for_region(aws.region)
         return RayHeadGroup(
             lambda: ec2_cluster(spec, run_id, launch.run_dir, launcher, clients, launch.say),
             launcher, driver_input, launch.record, launch.say, forwarded_env=FORWARDED_ENV)
@@ -121,15 +122,16 @@ class AwsProvider(BaseProvider):
     def after_run(self, spec: MatrixSpec, run_dir: Path, say: Say) -> None:
         """Copy the run's results to `aws.results_uri`; a failure is reported, the local
         run stays whole."""
-        if spec.aws is None or not spec.aws.results_uri:
+        aws = aws_section(spec)
+        if aws is None or not aws.results_uri:
             return
         import boto3
 
         from orchestrator.providers.aws.s3 import upload_run
 
-        uri = spec.aws.results_uri
+        uri = aws.results_uri
         try:
-            keys = upload_run(boto3.client("s3", region_name=spec.aws.region), run_dir, uri)
+            keys = upload_run(boto3.client("s3", region_name=aws.region), run_dir, uri)
         except Exception as exc:  # botocore errors: no access, no bucket, no network
             say(f"upload to {uri} failed: {str(exc).splitlines()[0]} (the run is complete "
                 f"in {run_dir})")

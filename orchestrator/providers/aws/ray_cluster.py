@@ -19,8 +19,8 @@ from typing import Any
 from orchestrator.errors import MatrixError
 from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES
 from orchestrator.providers.aws.network import RUN_TAG
-from orchestrator.providers.aws.settings import ec2_settings
-from orchestrator.spec.model import Aws, Hardware, MatrixSpec
+from orchestrator.providers.aws.settings import AwsSection, aws_section, ec2_settings
+from orchestrator.spec.model import Hardware, MatrixSpec
 
 HEAD_TYPE = "head"
 SSH_USER = "ubuntu"  # the Deep Learning Base AMIs are Ubuntu
@@ -40,7 +40,7 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
                    ) -> dict[str, Any]:
     """The cluster-launcher config (a dict, as Ray reads its YAML) for `spec`'s EC2 hardware,
     every node in the security group `security_group_id` (`network.ensure_security_group`)."""
-    aws = spec.aws
+    aws = aws_section(spec)
     ec2 = [h for h in spec.hardware if h.kind == "ec2"]
     if aws is None or aws.instance_profile is None or not ec2:
         raise ClusterConfigError("the matrix has no EC2 hardware with aws.instance_profile set")
@@ -83,7 +83,7 @@ def cluster_config(spec: MatrixSpec, run_id: str, ami: str, key_name: str,
     }
 
 
-def _node_config(aws: Aws, instance_type: str, ami: str, key_name: str, run_id: str,
+def _node_config(aws: AwsSection, instance_type: str, ami: str, key_name: str, run_id: str,
                  spot: bool, security_group_id: str) -> dict[str, Any]:
     profile_key = "Arn" if str(aws.instance_profile).startswith("arn:") else "Name"
     minutes = max(1, round(aws.max_lifetime_hours * 60))

@@ -8,12 +8,36 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from orchestrator.providers.aws.catalogue import EC2_INSTANCE_TYPES, region_problem
 from orchestrator.providers.aws.network import ssh_cidr_problem
-from orchestrator.spec.entry_settings import KindSettings
+from orchestrator.spec.entry_settings import KindSettings, ProviderSection
 
 if TYPE_CHECKING:
-    from orchestrator.spec.model import Aws
+    from orchestrator.spec.model import MatrixSpec
+
+
+class AwsSection(ProviderSection):
+    """The matrix's `aws:` section: where and how EC2 hardware runs, one region per matrix
+    (docs/aws.md)."""
+
+    region: str = "us-east-1"
+    ami: str | None = None  # default: the Deep Learning Base AMI (NVIDIA driver, Docker)
+    instance_profile: str | None = None  # the nodes' IAM instance profile, name or ARN
+    subnet_id: str | None = None
+    head_instance_type: str = "m5.large"
+    max_workers: int = Field(default=8, ge=1)  # per EC2 hardware entry
+    idle_timeout_minutes: int = Field(default=10, ge=1)
+    max_lifetime_hours: float = Field(default=12.0, gt=0, le=24 * 30)  # then nodes shut down
+    ssh_cidr: str | None = None  # SSH ingress; default: this machine's address only
+    results_uri: str | None = None  # s3://bucket/prefix for the run's results
+
+
+def aws_section(spec: MatrixSpec) -> AwsSection | None:
+    """The matrix's `aws:` section, None where it has none."""
+    found = spec.section("aws")
+    return found if isinstance(found, AwsSection) else None
 
 
 class Ec2Settings(KindSettings):
@@ -35,7 +59,14 @@ def ec2_settings(hardware: object) -> Ec2Settings:
     return settings
 
 
-def aws_setting_problem(aws: Aws) -> tuple[str, str] | None:
+def aws_of(spec: MatrixSpec) -> AwsSection:
+    """The `aws:` section of a matrix with EC2 hardware, which validation required."""
+    found = aws_section(spec)
+    assert found is not None, "EC2 hardware without an aws: section got past validation"
+    return found
+
+
+def aws_setting_problem(aws: AwsSection) -> tuple[str, str] | None:
     """(the field, what is wrong with it) for the first bad setting, or None."""
     if problem := region_problem(aws.region):
         return "region", problem

@@ -37,7 +37,7 @@ from orchestrator.providers.slurm.jobs import (
     task_script,
 )
 from orchestrator.providers.slurm.outcomes import TaskState, ended_status, task_states
-from orchestrator.providers.slurm.settings import slurm_settings
+from orchestrator.providers.slurm.settings import SlurmSection, slurm_settings
 from orchestrator.results.records import (
     CellRecord,
     Record,
@@ -47,7 +47,6 @@ from orchestrator.results.records import (
     with_startup,
 )
 from orchestrator.run.costs import budget_guard
-from orchestrator.spec.model import Slurm
 
 LOST_NODE_RETRIES = 1  # as on a Ray cluster: a cell whose node died runs once more
 RECORDS_GRACE_S = 30.0  # records may show on a shared filesystem after Slurm says it ended
@@ -88,7 +87,7 @@ class _Task:
 class SlurmGroup:
     """The provider's CellGroup (providers/__init__.py) for a sweep's Slurm cells."""
 
-    def __init__(self, launch: Launch, settings: Slurm) -> None:
+    def __init__(self, launch: Launch, settings: SlurmSection) -> None:
         self.launch, self.settings = launch, settings
         self.run_dir = launch.run_dir.resolve()
         self.tasks: dict[str, _Task] = {}  # task id -> task, for the live ones

@@ -19,7 +19,7 @@ from orchestrator.executors import needs_image
 from orchestrator.providers import BaseProvider, CellGroup, Launch, Say
 from orchestrator.providers.slurm import commands
 from orchestrator.providers.slurm.jobs import NAME_PREFIX, time_limit_s
-from orchestrator.providers.slurm.settings import slurm_settings
+from orchestrator.providers.slurm.settings import slurm_section, slurm_settings
 from orchestrator.validate.output import filesystem_type
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class SlurmProvider(BaseProvider):
             raise commands.SlurmError("sbatch and squeue are not on PATH: run matrix on a "
                                       "Slurm login node for kind slurm hardware")
         run_dir = run_dir.resolve()
-        if spec.slurm.outcomes == "sacct" and not commands.accounting_on():
+        if slurm_section(spec).outcomes == "sacct" and not commands.accounting_on():
             raise commands.SlurmError("slurm.outcomes is sacct, but this cluster keeps no "
                                       "accounting (AccountingStorageType): use auto")
         for hardware in {c.hardware.name: c.hardware for c in cells}.values():
@@ -118,7 +118,7 @@ class SlurmProvider(BaseProvider):
     def launch(self, launch: Launch) -> CellGroup:
         from orchestrator.providers.slurm.group import SlurmGroup
 
-        return SlurmGroup(launch, launch.spec.slurm)
+        return SlurmGroup(launch, slurm_section(launch.spec))
 
     def remove_leftovers(self, owned_runs: set[str], dry_run: bool, region: str | None
                          ) -> list[str]:
