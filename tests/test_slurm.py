@@ -115,10 +115,15 @@ def test_a_sweep_runs_as_one_named_array_with_the_records_of_a_local_run(slurm, 
         '     time_limit: "00:05:00"}', "{name: node, kind: local}"))
     assert run_cli("run", str(local), "--no-ray", cwd=tmp_path).returncode == 0
     here = journal(tmp_path / "reports" / "here")
-    for kind in ("provenance", "measurement", "cell"):  # but the wait in Slurm's queue
-        assert {frozenset(r) - {"queued_s"} for r in journal(run_dir) if r["record"] == kind} \
+    # but the wait in Slurm's queue and the entry's own settings, which a local one has none of
+    slurm_only = {"queued_s", "hw.partition", "hw.cpus", "hw.mem_gb"}
+    for kind in ("provenance", "measurement", "cell"):
+        assert {frozenset(r) - slurm_only for r in journal(run_dir) if r["record"] == kind} \
             == {frozenset(r) for r in here if r["record"] == kind}, kind
     assert all(0 <= c["queued_s"] < 60 for c in cells)  # what a job there waits to start
+    # the settings that make what the cell ran on, not time_limit (what a task may use)
+    assert {(c["hw.partition"], c["hw.cpus"], c["hw.mem_gb"]) for c in cells} == {
+        ("debug", 1, 0.5)} and not any("hw.time_limit" in c for c in cells)
     report = (run_dir / "report.md").read_text()
     assert re.search(r"\| node \| env \| 0\.9 \| 1 \(1x\) \|", report), report
 
