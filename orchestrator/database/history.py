@@ -129,7 +129,7 @@ def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataF
         configs.drop_duplicates("config_id").set_index("config_id"), on="config_id")
 
 
-def label(hardware: str, stack: str, params: str, hw_settings: str = "{}") -> str:
+def label(hardware: str, stack: str, params: str, hw_settings: str) -> str:
     """A configuration for people, its parameters then its hardware kind's settings
     (`hw.partition=debug`); every value as text (report.markdown.fmt: a control character
     its code), as the report writes it."""
@@ -144,8 +144,7 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     largest memory peak, $ per million items, its repeats' flags, when the run measured
     it, and its first repeat's attempt (for its provenance)."""
     grouped = samples.groupby(["config_id", "run_key"], sort=False)
-    runs = grouped[["workload", "label", "hardware", "stack", "params", "hw_settings", "run",
-                    "location",
+    runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
                     "item_unit", "price_per_hour_usd", "attempt_id"]].first()
     # the earliest start as Arrow text: min over Python strings falls back to a loop per
     # group (0.3 s over 5,000 configurations-in-runs)
