@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan.cells import Cell, expand
-from orchestrator.plan.identity import cell_id_of, config_id_of, content_hash
+from orchestrator.plan.identity import HASH_LENGTH, cell_id_of, config_id_of, content_hash
 from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.validate import load_spec
@@ -106,3 +106,23 @@ def test_a_repeat_copied_from_the_first_is_the_cell_validation_makes():
     assert {c.repeat for c in cells} == {1, 2, 3}
     for cell in cells:
         assert Cell.model_validate(cell.model_dump(), context=validation_context()) == cell
+
+
+def test_a_match_across_code_edits_tells_hardware_and_executor_settings_apart():
+    """compare and history follow a configuration across edits of the user's code by its
+    match id: two Slurm partitions (or two niceness settings) of one edited workload are
+    two configurations there too; a configuration with no setting keeps the id it had."""
+    from orchestrator.plan.identity import match_id
+
+    names = ("node", "cpu", "mywl")
+    old, new = "1.0+" + "a" * HASH_LENGTH, "1.0+" + "b" * HASH_LENGTH
+    params = {"batch_size": 8}
+    plain = content_hash({"hardware": "node", "stack": "cpu", "workload": "mywl",
+                          "code_free_version": "1.0", "params": params})
+    assert match_id("c1", old, names, params) == match_id("c2", new, names, params, {}) == plain
+    debug = match_id("c1", old, names, params, {"hw.partition": "debug"})
+    assert debug == match_id("c2", new, names, params, {"hw.partition": "debug"})
+    assert debug != match_id("c3", new, names, params, {"hw.partition": "gpu"}) != plain
+    assert match_id("c1", old, names, params, {"stack.niceness": 12}) != match_id(
+        "c1", old, names, params, {"stack.niceness": 19})
+    assert match_id("c1", "1.0", names, params, {"hw.partition": "gpu"}) == "c1"  # no code

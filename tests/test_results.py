@@ -182,7 +182,7 @@ def test_a_version_1_journal_is_migrated_on_read(tmp_path):
               "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (result,) = RunDirectory(tmp_path).results()
-    assert result.cell.schema_version == SCHEMA_VERSION == 6
+    assert result.cell.schema_version == SCHEMA_VERSION == 7
     assert result.measurements[0].items_per_s == 5.0
     assert result.measurements[0].timing == "steps"
 
@@ -201,20 +201,27 @@ def test_a_version_2_measurement_is_timed_by_steps_and_a_process_row_has_no_rate
                                "items": 5.0}))
 
 
-def test_a_version_3_cell_reads_as_version_6_and_later_versions_may_end_so():
+def test_a_version_3_cell_reads_as_version_7_and_later_versions_may_end_so():
     """4 added `queue_timeout`, 5 `data_unavailable`: each a failure of the run; 6 the
-    hardware kind's settings (`hw.<key>`), scalars only."""
+    hardware kind's settings (`hw.<key>`), 7 the executor's (`stack.<key>`), scalars only."""
     v3 = {"schema_version": 3, "run": "r", "cell_id": "a", "config_id": "c", "repeat": 1,
           "record": "cell", "status": "timeout", "started_at": "2026-01-01T00:00:00",
           "wall_s": 1.0, "hardware": "h", "stack": "s", "workload": "sleep"}
-    assert parse_line(json.dumps(v3)).schema_version == 6
-    assert parse_line(json.dumps(v3)).hw_settings() == {}
+    assert parse_line(json.dumps(v3)).schema_version == 7
+    assert parse_line(json.dumps(v3)).settings("hw") == {}
     v6 = {**v3, "schema_version": 6, "hw.partition": "debug", "hw.cpus": 2, "param.steps": 3}
     read = parse_line(json.dumps(v6))
-    assert read.hw_settings() == {"partition": "debug", "cpus": 2} and read.params() == {
+    assert read.settings("hw") == {"partition": "debug", "cpus": 2} and read.params() == {
         "steps": 3}
+    assert read.settings("stack") == {}
+    v7 = parse_line(json.dumps({**v6, "schema_version": 7, "stack.niceness": 12}))
+    assert v7.settings("stack") == {"niceness": 12} and v7.settings("hw")["cpus"] == 2
     with pytest.raises(JournalLineError, match=r"hw\.partition"):
         parse_line(json.dumps({**v6, "hw.partition": ["debug"]}))
+    with pytest.raises(JournalLineError, match=r"stack\.niceness"):
+        parse_line(json.dumps({**v6, "stack.niceness": {"n": 1}}))
+    with pytest.raises(JournalLineError, match=r"unexpected field 'stacks\.x'"):
+        parse_line(json.dumps({**v6, "stacks.x": 1}))
     for version, status in ((4, "queue_timeout"), (5, "data_unavailable")):
         ended = parse_line(json.dumps({**v3, "schema_version": version, "status": status}))
         assert ended.status == status and not ended.status.is_outcome()

@@ -126,7 +126,7 @@ def test_two_writers_at_once_lose_nothing(store_url, tmp_path):
 
 # the cell columns each schema version added (schema.py's history)
 ADDED = {2: ["price_per_hour_usd"], 3: ["items_per_s", "item_unit", "mem_peak_bytes"],
-         4: ["hw_settings"]}
+         4: ["hw_settings"], 5: ["stack_settings"]}
 
 
 @pytest.mark.parametrize("version", [SCHEMA_VERSION - 1, 1])
@@ -153,10 +153,10 @@ def test_a_store_of_an_older_schema_is_migrated_and_keeps_its_rows(store_url, tm
     try:
         assert ensure_schema(results.db) == SCHEMA_VERSION
         figures = results.db.query("SELECT price_per_hour_usd, items_per_s, item_unit, "
-                                   "mem_peak_bytes, hw_settings FROM cells ORDER BY "
-                                   "started_at")
-        # the journals an older store could import recorded no hardware settings: {}
-        journal = [(*cell_row(key, a)[-5:-1], "{}") for a in run.attempts()]
+                                   "mem_peak_bytes, hw_settings, stack_settings FROM cells "
+                                   "ORDER BY started_at")
+        # the journals an older store could import recorded no settings of their own: {}
+        journal = [(*cell_row(key, a)[-6:-2], "{}", "{}") for a in run.attempts()]
         assert [tuple(f) for f in figures] == [tuple(j) for j in journal]
         assert [round(f[1], -1) for f in figures] == FAST and figures[0][0] == 3.0
         assert results.import_run(run).new_attempts == 0  # the same rows, by identity

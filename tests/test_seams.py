@@ -70,47 +70,51 @@ def test_plugins_installed_by_entry_point_run_a_sweep_serially(plugins, matrix_f
 
 def test_a_kinds_settings_are_recorded_and_told_apart_where_they_differ(plugins, matrix_file,
                                                                          tmp_path):
-    """The same hardware name in two racks, one run each: every cell record carries the
-    rack (`hw.rack`, never the booking ticket), the parquet has it as a column, and the
-    merged report, explain and advise name the rack where the two rows would otherwise read
-    alike."""
+    """The same hardware name in two racks, and in one of them at another niceness of the
+    plugin executor, one run each: every cell record carries the rack (`hw.rack`, never the
+    booking ticket) and the niceness (`stack.niceness`, its default where unset), the
+    parquet has them as columns, and the merged report, explain and the store's history
+    name them where the rows would otherwise read alike."""
     import pandas as pd
 
-    for rack in ("r7", "r1"):
-        done = run_cli("run", str(matrix_file(MATRIX.replace("r7", rack), f"{rack}.yaml")),
-                       "-o", str(tmp_path / rack), "--no-ray", "--db", "none", cwd=tmp_path,
-                       env=plugins)
+    runs = {"r7": (MATRIX, 19), "r1": (MATRIX.replace("r7", "r1"), 19),
+            "r1-12": (MATRIX.replace("r7", "r1").replace("niced}", "niced, niceness: 12}"), 12)}
+    for name, (text, niceness) in runs.items():
+        done = run_cli("run", str(matrix_file(text, f"{name}.yaml")), "-o", str(tmp_path / name),
+                       "--no-ray", "--db", "none", cwd=tmp_path, env=plugins)
         assert done.returncode == 0, done.stdout + done.stderr
-        cells = [r for r in journal(tmp_path / rack) if r["record"] == "cell"]
-        assert [(c["hw.rack"], "hw.ticket" in c) for c in cells] == [(rack, False)] * 2
-        frame = pd.read_parquet(tmp_path / rack / "results.parquet")
-        assert set(frame["hw.rack"]) == {rack}
-    merged = run_cli("report", str(tmp_path / "r7"), str(tmp_path / "r1"), "-o",
-                     str(tmp_path / "both"), cwd=tmp_path, env=plugins)
+        cells = [r for r in journal(tmp_path / name) if r["record"] == "cell"]
+        rack = name.split("-")[0]
+        assert [(c["hw.rack"], "hw.ticket" in c, c["stack.niceness"]) for c in cells] == [
+            (rack, False, niceness)] * 2
+        frame = pd.read_parquet(tmp_path / name / "results.parquet")
+        assert set(frame["hw.rack"]) == {rack} and set(frame["stack.niceness"]) == {niceness}
+    folders = [str(tmp_path / name) for name in runs]
+    merged = run_cli("report", *folders, "-o", str(tmp_path / "all"), cwd=tmp_path, env=plugins)
     assert merged.returncode == 0, merged.stdout + merged.stderr
-    report = (tmp_path / "both" / "report.md").read_text()
+    report = (tmp_path / "all" / "report.md").read_text()
     header = next(line for line in report.splitlines() if line.startswith("| hardware |"))
-    assert "| hw.rack |" in header, header
+    assert "| hw.rack | stack.niceness |" in header, header
     rows = [line for line in report.splitlines() if line.startswith("| pool-small |")]
-    assert {"r1", "r7"} <= {cell.strip() for line in rows for cell in line.split("|")}
-    explained = run_cli("explain", str(tmp_path / "r7"), str(tmp_path / "r1"), "--json",
-                        cwd=tmp_path, env=plugins)
+    assert {"r1", "r7", "12", "19"} <= {cell.strip() for line in rows for cell in line.split("|")}
+    explained = run_cli("explain", *folders, "--json", cwd=tmp_path, env=plugins)
     assert explained.returncode == 0, explained.stdout + explained.stderr
     factors = {effect["factor"] for effect in json.loads(explained.stdout)["effects"]}
-    assert "hw.rack" in factors, explained.stdout
+    assert {"hw.rack", "stack.niceness"} <= factors, explained.stdout
     # the results store keeps them too: history labels and explain --db read them there
     db = f"sqlite:///{tmp_path / 'results.db'}"
-    imported = run_cli("db", "import", str(tmp_path / "r7"), str(tmp_path / "r1"), "--db", db,
-                       cwd=tmp_path, env=plugins)
+    imported = run_cli("db", "import", *folders, "--db", db, cwd=tmp_path, env=plugins)
     assert imported.returncode == 0, imported.stdout + imported.stderr
     trend = run_cli("history", "trend", "--db", db, "--format", "csv", cwd=tmp_path,
                     env=plugins)
     assert trend.returncode == 0, trend.stdout + trend.stderr
-    for rack in ("r1", "r7"):
-        assert f"seconds=0.1 steps=2 hw.rack={rack}," in trend.stdout, trend.stdout
+    for rack, niceness in (("r1", 19), ("r7", 19), ("r1", 12)):
+        assert f"seconds=0.1 steps=2 hw.rack={rack} stack.niceness={niceness}," \
+            in trend.stdout, trend.stdout
     stored = run_cli("explain", "--db", db, "--json", cwd=tmp_path, env=plugins)
     assert stored.returncode == 0, stored.stdout + stored.stderr
-    assert "hw.rack" in {e["factor"] for e in json.loads(stored.stdout)["effects"]}
+    assert {"hw.rack", "stack.niceness"} <= {e["factor"] for e in json.loads(stored.stdout)[
+        "effects"]}
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ from orchestrator.database.connection import Connection
 from orchestrator.errors import MatrixError
 from orchestrator.report.compare import MIN_REPEATS, Verdict, bootstrap_interval, verdict
 from orchestrator.report.markdown import fmt
-from orchestrator.results.columns import as_hw_columns
+from orchestrator.results.columns import SETTING_OWNERS, as_setting_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,9 +88,11 @@ ATTEMPTS = """SELECT c.attempt_id, c.run_key, c.cell_id, c.attempt, c.status, c.
 ATTEMPT_COLUMNS = ["attempt_id", "run_key", "cell_id", "attempt", "status", "config_id",
                    "flags", "started_at", "price_per_hour_usd", "items_per_s", "item_unit",
                    "mem_peak_bytes"]
+# each owner's recorded settings (results/columns.py) as the JSON of its own cells column
+SETTINGS_COLUMNS = [f"{owner}_settings" for owner in SETTING_OWNERS]
 CONFIGS = """SELECT DISTINCT c.config_id, c.workload, c.hardware, c.stack, c.params,
-       c.hw_settings FROM cells c WHERE {where}"""
-CONFIG_COLUMNS = ["config_id", "workload", "hardware", "stack", "params", "hw_settings"]
+       c.hw_settings, c.stack_settings FROM cells c WHERE {where}"""
+CONFIG_COLUMNS = ["config_id", "workload", "hardware", "stack", "params", *SETTINGS_COLUMNS]
 
 
 def repeats(db: Connection, filters: Filters) -> pd.DataFrame:
@@ -114,7 +116,7 @@ def final_attempts(db: Connection, filters: Filters) -> pd.DataFrame:
 
 def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataFrame:
     """`found` attempts with their run (name, location) and configuration (workload,
-    hardware, stack, params, hw_settings, label); an empty frame for none."""
+    hardware, stack, params, each owner's settings, label); an empty frame for none."""
     import pandas as pd
 
     if found.empty:
@@ -123,20 +125,28 @@ def described(db: Connection, filters: Filters, found: pd.DataFrame) -> pd.DataF
     runs = db.frame("SELECT run_key, run, location FROM runs", (),
                     ["run_key", "run", "location"]).set_index("run_key")
     configs = db.frame(CONFIGS.format(where=where), params, CONFIG_COLUMNS)
-    configs["label"] = [label(*row) for row in configs[[
-        "hardware", "stack", "params", "hw_settings"]].itertuples(index=False)]
+    configs["label"] = [label(hardware, stack, params, settings) for hardware, stack, params,
+                        *settings in configs[["hardware", "stack", "params",
+                                              *SETTINGS_COLUMNS]].itertuples(index=False)]
     return found.join(runs, on="run_key").join(
         configs.drop_duplicates("config_id").set_index("config_id"), on="config_id")
 
 
-def label(hardware: str, stack: str, params: str, hw_settings: str) -> str:
-    """A configuration for people, its parameters then its hardware kind's settings
-    (`hw.partition=debug`); every value as text (report.markdown.fmt: a control character
-    its code), as the report writes it."""
-    named = [*sorted(json.loads(params).items()),
-             *sorted(as_hw_columns(json.loads(hw_settings)).items())]
-    settings = " ".join(f"{k}={fmt(v)}" for k, v in named)
-    return f"{hardware}/{stack}" + (f" {settings}" if settings else "")
+def label(hardware: str, stack: str, params: str, settings: Sequence[str]) -> str:
+    """A configuration for people, its parameters then its hardware kind's and executor's
+    settings (`hw.partition=debug`), from their stored JSON (`settings` as
+    SETTINGS_COLUMNS); every value as text (report.markdown.fmt: a control character its
+    code), as the report writes it."""
+    named = [*sorted(json.loads(params).items()), *sorted(stored_settings(settings).items())]
+    shown = " ".join(f"{k}={fmt(v)}" for k, v in named)
+    return f"{hardware}/{stack}" + (f" {shown}" if shown else "")
+
+
+def stored_settings(settings: Sequence[str]) -> dict[str, Any]:
+    """The setting columns (`hw.partition`, `stack.niceness`) of a configuration's stored
+    settings JSON, one per owner in SETTINGS_COLUMNS' order."""
+    return {column: value for owner, text in zip(SETTING_OWNERS, settings, strict=True)
+            for column, value in as_setting_columns(owner, json.loads(text)).items()}
 
 
 def per_run(samples: pd.DataFrame) -> pd.DataFrame:
@@ -144,8 +154,9 @@ def per_run(samples: pd.DataFrame) -> pd.DataFrame:
     largest memory peak, $ per million items, its repeats' flags, when the run measured
     it, and its first repeat's attempt (for its provenance)."""
     grouped = samples.groupby(["config_id", "run_key"], sort=False)
-    runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
-                    "item_unit", "price_per_hour_usd", "attempt_id"]].first()
+    runs = grouped[["workload", "label", "hardware", "stack", "params", *SETTINGS_COLUMNS,
+                    "run", "location", "item_unit", "price_per_hour_usd",
+                    "attempt_id"]].first()
     # the earliest start as Arrow text: min over Python strings falls back to a loop per
     # group (0.3 s over 5,000 configurations-in-runs)
     runs["date"] = samples["started_at"].astype("str").groupby(
@@ -172,9 +183,10 @@ def with_match_ids(runs: pd.DataFrame) -> pd.DataFrame:
 
     parsed = {text: json.loads(text) for text in set(runs["params"])}
     rows = zip(runs["config_id"], runs["workload_version"], runs["hardware"], runs["stack"],
-               runs["workload"], runs["params"], strict=True)
-    runs = runs.assign(match_id=[match_id(c, v, (h, s, w), parsed[p])
-                                 for c, v, h, s, w, p in rows])
+               runs["workload"], runs["params"], *(runs[c] for c in SETTINGS_COLUMNS),
+               strict=True)
+    runs = runs.assign(match_id=[match_id(c, v, (h, s, w), parsed[p], stored_settings(rest))
+                                 for c, v, h, s, w, p, *rest in rows])
     runs["code"] = [v if isinstance(v, str) and code_free_version(v) != v else None
                     for v in runs["workload_version"]]
     return runs

@@ -16,13 +16,14 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from orchestrator.results.columns import SETTING_OWNERS
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record
 from orchestrator.results.run_directory import CellResult
 
 CELL_COLUMNS = ("attempt_id", "run_key", "cell_id", "attempt", "config_id", "repeat",
                 "workload", "hardware", "stack", "params", "status", "flags", "started_at",
                 "wall_s", "record", "provenance", "price_per_hour_usd", "items_per_s",
-                "item_unit", "mem_peak_bytes", "hw_settings")
+                "item_unit", "mem_peak_bytes", "hw_settings", "stack_settings")
 MEASUREMENT_COLUMNS = ("attempt_id", "seq", "epoch", "items_per_s", "item_unit",
                        "mem_peak_bytes", "record")
 
@@ -58,7 +59,7 @@ def cell_row(key: str, result: CellResult) -> tuple[Any, ...]:
             None if provenance is None else provenance.price_per_hour_usd,
             *repeat_figures([(m.items_per_s, m.item_unit, memory_peak(m))
                              for m in result.measurements]),
-            json.dumps(cell.hw_settings(), sort_keys=True))
+            *(json.dumps(cell.settings(owner), sort_keys=True) for owner in SETTING_OWNERS))
 
 
 def repeat_figures(measured: list[tuple[float | None, str, int | None]]

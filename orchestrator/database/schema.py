@@ -24,6 +24,10 @@ Version history:
      partition, EC2's spot), beside `params`, so history, advise and explain tell two
      configurations apart by them. A version 3 store's rows hold `{}`: the journals it
      could import (schema version 5 and older) recorded none.
+  5: cells gain `stack_settings` (the stack's executor's recorded settings as JSON: a
+     plugin executor's niceness), beside `hw_settings`, for the same reason. A version 4
+     store's rows hold `{}`: the journals it could import (schema version 6 and older)
+     recorded none.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from orchestrator.database.connection import (
 )
 from orchestrator.database.url import StoreURL
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class StoreSchemaError(StoreError):
@@ -116,9 +120,14 @@ def _v3_to_v4(db: Connection) -> None:
     db.execute("ALTER TABLE cells ADD COLUMN hw_settings TEXT NOT NULL DEFAULT '{}'")
 
 
+def _v4_to_v5(db: Connection) -> None:
+    db.execute("ALTER TABLE cells ADD COLUMN stack_settings TEXT NOT NULL DEFAULT '{}'")
+
+
 # version -> the step that makes a store of that version the next one (0: empty)
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {0: _create_v1, 1: _v1_to_v2,
-                                                        2: _v2_to_v3, 3: _v3_to_v4}
+                                                        2: _v2_to_v3, 3: _v3_to_v4,
+                                                        4: _v4_to_v5}
 
 
 def open_store(url: StoreURL, create: bool = True) -> Connection:

@@ -16,9 +16,15 @@ import json
 from typing import TYPE_CHECKING
 
 from orchestrator.database.connection import Connection
-from orchestrator.database.history import Filters, per_run, repeats
+from orchestrator.database.history import (
+    SETTINGS_COLUMNS,
+    Filters,
+    per_run,
+    repeats,
+    stored_settings,
+)
 from orchestrator.database.judging import judged_runs
-from orchestrator.results.columns import as_hw_columns, as_param_columns
+from orchestrator.results.columns import as_param_columns
 from orchestrator.results.records import JUDGED_FLAGS
 
 if TYPE_CHECKING:
@@ -32,7 +38,7 @@ FROM measurements m WHERE m.items_per_s IS NOT NULL{within}"""
 WITHIN = " AND m.attempt_id IN (SELECT c.attempt_id FROM cells c WHERE {where})"
 EPOCH_COLUMNS = ["attempt_id", "seq", "epoch", "items_per_s", "items", "gpu_energy_j"]
 SAMPLE_COLUMNS = ["attempt_id", "workload", "hardware", "stack", "config_id", "run",
-                  "run_key", "item_unit", "price_per_hour_usd", "params", "hw_settings",
+                  "run_key", "item_unit", "price_per_hour_usd", "params", *SETTINGS_COLUMNS,
                   "flags"]
 
 
@@ -60,13 +66,15 @@ def store_rows(db: Connection, filters: Filters, samples: pd.DataFrame | None = 
         how="left", validate="many_to_one")
     rows["error"] = _reasons(db, rows)
     rows["flags"] = _own_flags(rows["flags"], rows.pop("judged"))
-    pairs = rows[["params", "hw_settings"]].drop_duplicates()  # one per configuration
-    settings = pd.DataFrame([{**as_param_columns(json.loads(p)), **as_hw_columns(json.loads(h))}
-                             for p, h in pairs.itertuples(index=False)], index=pairs.index)
-    rows = rows.merge(pairs.join(settings), on=["params", "hw_settings"], how="left").merge(
+    stored = ["params", *SETTINGS_COLUMNS]
+    configs = rows[stored].drop_duplicates()  # one per configuration
+    columns = pd.DataFrame([{**as_param_columns(json.loads(params)), **stored_settings(rest)}
+                            for params, *rest in configs.itertuples(index=False)],
+                           index=configs.index)
+    rows = rows.merge(configs.join(columns), on=stored, how="left").merge(
         epochs, on="attempt_id", how="inner", sort=False)  # the samples' order, epochs
     # a configuration's measured rows, named as a run's frame names them (report/frame.py)
-    return rows.drop(columns=["run_key", "params", "hw_settings", "seq"]).rename(
+    return rows.drop(columns=["run_key", *stored, "seq"]).rename(
         columns={"attempt_id": "cell_id"}).assign(status="ok").reset_index(drop=True)
 
 

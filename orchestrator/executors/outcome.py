@@ -25,7 +25,7 @@ from orchestrator.flop_claims import FlopClaimError
 from orchestrator.flop_claims import flops_per_item as claim_flops
 from orchestrator.hardware.peaks import cpu_peak_estimate, datasheet_peak
 from orchestrator.plan.cells import Cell, declared
-from orchestrator.results.columns import as_hw_columns, as_param_columns
+from orchestrator.results.columns import HW, STACK, as_param_columns, as_setting_columns
 from orchestrator.results.records import (
     CellRecord,
     Flag,
@@ -205,9 +205,11 @@ def _identity(cell: Cell) -> dict[str, Any]:
 
 
 def _setting_columns(cell: Cell) -> dict[str, Any]:
-    """The cell's parameters and its hardware kind's recorded settings as the cell record's
-    `param.<name>` and `hw.<key>` fields."""
-    return {**as_param_columns(cell.params), **as_hw_columns(cell.hardware.settings.recorded())}
+    """The cell's parameters, its hardware kind's and its executor's recorded settings as
+    the cell record's `param.<name>`, `hw.<key>` and `stack.<key>` fields."""
+    return {**as_param_columns(cell.params),
+            **as_setting_columns(HW, cell.hardware.settings.recorded()),
+            **as_setting_columns(STACK, cell.stack.settings.recorded())}
 
 
 def _provenance(identity: dict[str, Any], output: WorkerOutput, tool: ToolInfo,

@@ -146,17 +146,21 @@ def code_free_version(version: str) -> str:
 
 
 def match_id(config_id: str, version: object, names: tuple[str, str, str],
-             params: Mapping[str, object]) -> str:
+             params: Mapping[str, object], settings: Mapping[str, object] | None = None) -> str:
     """`config_id`, but for a workload whose `version` carries a code hash: there a hash of
-    the (hardware, stack, workload) `names`, the declared version and the parameters, the
-    same whatever the code, so two runs of edited code match."""
+    the (hardware, stack, workload) `names`, the declared version, the parameters and the
+    hardware's and executor's recorded `settings` (their columns, `hw.partition`), the same
+    whatever the code, so two runs of edited code match, and two partitions do not."""
     if not isinstance(version, str) or code_free_version(version) == version:
         return config_id
     hardware, stack, workload = names
-    return content_hash({"hardware": hardware, "stack": stack, "workload": workload,
-                         "code_free_version": code_free_version(version),
-                         "params": {k: _plain(v) for k, v in params.items()
-                                    if not _missing(v)}})
+    matched = {"hardware": hardware, "stack": stack, "workload": workload,
+               "code_free_version": code_free_version(version),
+               "params": {k: _plain(v) for k, v in params.items() if not _missing(v)}}
+    recorded = {k: _plain(v) for k, v in (settings or {}).items() if not _missing(v)}
+    if recorded:  # none recorded: the id a configuration without settings always had
+        matched["settings"] = recorded
+    return content_hash(matched)
 
 
 def _missing(value: object) -> bool:

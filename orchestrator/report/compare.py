@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import MatrixError
-from orchestrator.results.columns import param_columns, param_name
+from orchestrator.results.columns import param_columns, param_name, setting_columns
 
 if TYPE_CHECKING:
     import numpy as np
@@ -143,11 +143,12 @@ def matched(df: pd.DataFrame) -> pd.DataFrame:
     if not len(df) or "workload_version" not in df:
         return df.assign(recorded_config_id=df.get("config_id"))
     params = param_columns(df.columns)
+    settings = [c for c in setting_columns(df.columns) if c not in params]
     firsts = df.drop_duplicates("config_id")
     ids = {row["config_id"]: match_id(
         row["config_id"], row["workload_version"], (row["hardware"], row["stack"],
                                                     row["workload"]),
-        {param_name(c): row[c] for c in params})
+        {param_name(c): row[c] for c in params}, {c: row[c] for c in settings})
         for row in firsts.to_dict("records")}
     return df.assign(recorded_config_id=df["config_id"], config_id=df["config_id"].map(ids))
 

@@ -1,7 +1,7 @@
-"""A configuration's settings as columns: its parameters as `param.<name>` and its
-hardware kind's own settings as `hw.<key>` (Slurm's partition, EC2's spot), in cell
-records, the parquet, the results store and every table made from them. The prefixes are
-spelled here only."""
+"""A configuration's settings as columns: its parameters as `param.<name>`, its hardware
+kind's own settings as `hw.<key>` (Slurm's partition, EC2's spot) and its stack's
+executor's as `stack.<key>` (a plugin executor's niceness), in cell records, the parquet,
+the results store and every table made from them. The prefixes are spelled here only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 PARAM_PREFIX = "param."
-HW_PREFIX = "hw."
+# whose own settings a configuration records, each under its name: `hw.<key>` the hardware
+# kind's (KindSettings), `stack.<key>` the stack's executor's (ExecutorSettings)
+HW, STACK = "hw", "stack"
+SETTING_OWNERS = (HW, STACK)
 
 
 def param_column(name: str) -> str:
@@ -23,7 +26,8 @@ def is_param_column(column: object) -> bool:
 
 def param_name(column: object) -> str:
     """The parameter a column holds (`param.batch_size` -> `batch_size`); a hardware
-    setting's column as it is (`hw.partition`), so it never reads as a parameter."""
+    setting's or an executor's column as it is (`hw.partition`, `stack.niceness`), so it
+    never reads as a parameter."""
     return str(column).removeprefix(PARAM_PREFIX)
 
 
@@ -32,31 +36,35 @@ def param_columns(columns: Iterable[Any]) -> list[str]:
     return [str(c) for c in columns if is_param_column(c)]
 
 
-def hw_column(key: str) -> str:
-    """The column of the hardware setting `key`."""
-    return f"{HW_PREFIX}{key}"
+def setting_column(owner: str, key: str) -> str:
+    """The column of the setting `key` of `owner` (SETTING_OWNERS)."""
+    return f"{owner}.{key}"
 
 
-def is_hw_column(column: object) -> bool:
-    return str(column).startswith(HW_PREFIX)
+def setting_owner(column: object) -> str | None:
+    """Whose setting a column holds ("hw", "stack"), or None: it holds none."""
+    owner = str(column).partition(".")[0]
+    return owner if owner in SETTING_OWNERS and str(column) != owner else None
 
 
 def setting_columns(columns: Iterable[Any]) -> list[str]:
     """What sets one configuration apart from another beside its hardware, stack and
-    workload: the parameter columns, then the hardware setting columns, among `columns`."""
+    workload: the parameter columns, then the hardware's, then the executor's setting
+    columns, among `columns`."""
     found = [str(c) for c in columns]
-    return [c for c in found if is_param_column(c)] + [c for c in found if is_hw_column(c)]
+    return [c for c in found if is_param_column(c)] + [
+        c for owner in SETTING_OWNERS for c in found if setting_owner(c) == owner]
 
 
-def as_hw_columns(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A hardware kind's recorded settings as the columns that hold them."""
-    return {hw_column(key): value for key, value in settings.items()}
+def as_setting_columns(owner: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """`owner`'s recorded settings as the columns that hold them."""
+    return {setting_column(owner, key): value for key, value in settings.items()}
 
 
-def from_hw_columns(row: Mapping[Any, Any]) -> dict[str, Any]:
-    """The hardware settings among a row's columns, by key."""
-    return {str(key).removeprefix(HW_PREFIX): value for key, value in row.items()
-            if is_hw_column(key)}
+def from_setting_columns(owner: str, row: Mapping[Any, Any]) -> dict[str, Any]:
+    """`owner`'s settings among a row's columns, by key."""
+    return {str(key).removeprefix(f"{owner}."): value for key, value in row.items()
+            if setting_owner(key) == owner}
 
 
 def as_param_columns(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,14 +16,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.results.columns import (
-    from_hw_columns,
     from_param_columns,
-    is_hw_column,
+    from_setting_columns,
     is_param_column,
+    setting_owner,
 )
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Version history, and how a record of each older version is upgraded to the next one
 # (RunDirectory.read applies them in turn, so any older journal stays readable):
 #   1 -> 2: measurement records gain the NVML sampler's columns (gpu_util_mean_pct,
@@ -58,6 +58,9 @@ SCHEMA_VERSION = 6
 #           fields (KindSettings.recorded: Slurm's partition, EC2's spot), which version 5
 #           readers refuse as unexpected. Nothing to upgrade: a version 5 cell record has
 #           none recorded, and its config_id still tells its settings apart.
+#   6 -> 7: cell records carry their stack's executor's recorded settings as `stack.<key>`
+#           fields (ExecutorSettings.recorded: a plugin executor's niceness), which
+#           version 6 readers refuse. Nothing to upgrade, as for 5 -> 6.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:
@@ -82,11 +85,16 @@ def _v5_to_v6(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "schema_version": 6}
 
 
+def _v6_to_v7(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "schema_version": 7}
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _v1_to_v2,
                                                                       2: _v2_to_v3,
                                                                       3: _v3_to_v4,
                                                                       4: _v4_to_v5,
-                                                                      5: _v5_to_v6}
+                                                                      5: _v5_to_v6,
+                                                                      6: _v6_to_v7}
 Timing = Literal["steps", "whole"]
 
 
@@ -257,19 +265,20 @@ class CellRecord(_Identity):
     @model_validator(mode="after")
     def _extras_are_settings(self) -> CellRecord:
         for key, value in (self.model_extra or {}).items():
-            if not is_param_column(key) and not is_hw_column(key):
+            if not is_param_column(key) and setting_owner(key) is None:
                 raise ValueError(f"unexpected field {key!r} in a cell record")
-            if is_hw_column(key) and not isinstance(value, str | int | float | bool):
-                raise ValueError(f"hardware setting {key!r} must be a scalar, got {value!r}")
+            if setting_owner(key) and not isinstance(value, str | int | float | bool):
+                raise ValueError(f"setting {key!r} must be a scalar, got {value!r}")
         return self
 
     def params(self) -> dict[str, Any]:
         return from_param_columns(self.model_extra or {})
 
-    def hw_settings(self) -> dict[str, Any]:
-        """The hardware kind's own settings the cell ran with (`hw.<key>`), where recorded
-        (since schema version 6)."""
-        return from_hw_columns(self.model_extra or {})
+    def settings(self, owner: str) -> dict[str, Any]:
+        """`owner`'s own settings the cell ran with, where recorded: the hardware kind's
+        (`hw.<key>`, since schema version 6) or the stack's executor's (`stack.<key>`,
+        since 7)."""
+        return from_setting_columns(owner, self.model_extra or {})
 
 
 class ProvenanceRecord(_Identity):
