@@ -164,7 +164,8 @@ def test_the_schema_document_agrees_with_the_code():
     metrics = {m for w in available_workloads() for m in load_workload(w).metrics}
     derived = set(COST_COLUMNS) | set(SCALING_COLUMNS) | set(CEILING_COLUMNS) | {
         "run_dir", "judgement", "peak_note"}
-    assert documented_columns() == fields | metrics | {"param.<name>", "hw.<key>"} | derived
+    assert documented_columns() == fields | metrics | {"param.<name>", "hw.<key>",
+                                                       "stack.<key>"} | derived
 
 
 def test_every_workload_metric_names_its_unit():
