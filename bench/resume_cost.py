@@ -23,8 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from orchestrator.hardware.local import detect_local
-from orchestrator.plan.cells import Cell, expand
+from orchestrator.plan.cells import expand
 from orchestrator.plan.planner import make_plan
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import CellRecord, MeasurementRecord, ProvenanceRecord, Record
 from orchestrator.results.run_directory import RunDirectory
 from orchestrator.validate import load_spec

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.executors.outcome import cell_file_content
-from orchestrator.plan.cells import Cell
 from orchestrator.plan.identity import cell_id_of, config_id_of
+from orchestrator.registry.cell_run import Cell
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.context import Context, RecordWriter

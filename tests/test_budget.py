@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from orchestrator.plan.cells import Cell
+from orchestrator.registry.cell_run import Cell
 from orchestrator.run.budget import BudgetGuard
 from tests.cells import make_cell_model
 

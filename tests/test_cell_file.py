@@ -10,8 +10,8 @@ import json
 import pytest
 
 from orchestrator.executors.outcome import FAILURE_STATUS, cell_file_content
-from orchestrator.plan.cells import Cell
 from orchestrator.providers.slurm.settings import SlurmSettings
+from orchestrator.registry.cell_run import Cell
 from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware
 from orchestrator.worker.cell_file import (

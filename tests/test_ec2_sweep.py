@@ -17,11 +17,11 @@ from urllib.parse import urlparse
 import boto3
 import pytest
 
-from orchestrator.executors.outcome import ToolInfo
-from orchestrator.plan.cells import Cell, expand
+from orchestrator.plan.cells import expand
 from orchestrator.providers.aws.cluster import Clients, prepare
 from orchestrator.providers.ray_head.driver import DONE_LINE, RECORDS_LINE, DriverInput, Teardown
 from orchestrator.providers.ray_head.follower import JobFollower, stage_job
+from orchestrator.registry.cell_run import Cell, ToolInfo
 from orchestrator.results.records import CellRecord
 from orchestrator.validate import load_spec
 from tests.aws_env import LoopbackLauncher, Proxy, instances_of, live, moto_account

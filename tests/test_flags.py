@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.hardware.peaks import cpu_peak_estimate
 from orchestrator.plan.cells import expand
+from orchestrator.registry.cell_run import ToolInfo
 from orchestrator.results.records import Flag, Status
 from orchestrator.validate import load_spec
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.plan.cells import Cell, expand
+from orchestrator.plan.cells import expand
 from orchestrator.plan.identity import HASH_LENGTH, cell_id_of, config_id_of, content_hash
+from orchestrator.registry.cell_run import Cell
 from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.validate import load_spec

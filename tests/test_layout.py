@@ -17,10 +17,10 @@ WORKER_MAY_IMPORT = ("orchestrator.worker", "orchestrator.errors")
 
 # orchestrator/'s folders and top-level modules, lowest first, in the order of a cell's path
 # (docs/ARCHITECTURE.md: the cell's path through the folders): each may import, at run time
-# (lazily too), only what stands before it, so no loop between folders can come back. An
-# import under TYPE_CHECKING names a type in an annotation, no dependency: it is left out
-# here (the module cycle test above still counts it). The registries sit low so the plan,
-# the images and the run ask them without importing an executor or a provider.
+# (lazily too, or under TYPE_CHECKING to name a type), only what stands before it, so no
+# loop between folders can come back and no arrow runs back up. The registries sit low so
+# the plan, the images and the run ask them without importing an executor or a provider;
+# the types their interfaces name (registry/cell_run.py) sit with them.
 LAYERS = (
     "errors", "worker", "redact", "failpoints", "plugins", "code_identity", "flop_claims",
     "hardware", "workload_packages", "results", "workload_registry", "workload_scope",
@@ -39,17 +39,11 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(path: Path, known: dict[str, Path], annotations: bool = True) -> set[str]:
-    """The orchestrator modules `path` imports, wherever the import statement stands; those
-    under `if TYPE_CHECKING:` only with `annotations`."""
-    tree = ast.parse(path.read_text())
-    typing_only = set() if annotations else {
-        id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-        and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
+def imports_of(path: Path, known: dict[str, Path]) -> set[str]:
+    """The orchestrator modules `path` imports, wherever the import statement stands (under
+    `if TYPE_CHECKING:` too)."""
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
@@ -132,7 +126,7 @@ def test_no_folder_imports_one_above_it_in_the_cells_order():
     known = modules()
     layers = {layer for name in known if (layer := layer_of(name))}
     assert layers - set(LAYERS) == set(), "place each new folder or module in LAYERS"
-    graph = {name: imports_of(path, known, annotations=False) for name, path in known.items()}
+    graph = {name: imports_of(path, known) for name, path in known.items()}
     assert upward_imports(graph, LAYERS) == []
 
 

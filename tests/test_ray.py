@@ -35,8 +35,8 @@ def test_cells_land_only_on_the_node_of_their_hardware(ray_cluster, matrix_file,
 
 
 def test_a_cell_no_node_can_start_is_given_up_as_node_lost(ray_cluster, matrix_file, tmp_path):
-    from orchestrator.executors.outcome import ToolInfo
     from orchestrator.plan.cells import expand
+    from orchestrator.registry.cell_run import ToolInfo
     from orchestrator.run.dispatch import RayDispatcher
     from orchestrator.validate import load_spec
 

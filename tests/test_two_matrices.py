@@ -14,8 +14,9 @@ from orchestrator.cli.workloads_view import show_workload
 from orchestrator.errors import SpecError, UnknownWorkloadError
 from orchestrator.hardware.local import LocalMachine
 from orchestrator.images.stack_image import own_workload_files
-from orchestrator.plan.cells import Cell, declared, expand
+from orchestrator.plan.cells import declared, expand
 from orchestrator.plan.planner import make_plan
+from orchestrator.registry.cell_run import Cell
 from orchestrator.spec.loaded import workloads_of
 from orchestrator.spec.model import MatrixSpec
 from orchestrator.validate import load_spec

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.executors import CellRun, launch_worker
-from orchestrator.executors.outcome import CellFiles, ToolInfo, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
+from orchestrator.registry.cell_run import ToolInfo
 from orchestrator.results.records import (
     CellRecord,
     MeasurementRecord,

@@ -17,9 +17,10 @@ from rich.table import Table
 from orchestrator.hardware.local import detect_local
 from orchestrator.images.engine import EngineUnavailable, docker_client
 from orchestrator.images.stack_image import ImageError, find_image, own_workload_files, render
-from orchestrator.plan.cells import Cell, excluded, expand
+from orchestrator.plan.cells import excluded, expand
 from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.providers import provider_for
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.columns import as_param_columns
 from orchestrator.results.records import Status
 from orchestrator.results.run_directory import RunDirectory

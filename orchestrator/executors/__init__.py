@@ -16,7 +16,8 @@ the images read them without importing an implementation, which is loaded only w
 runs or a run is cleaned up. Installed distributions add theirs by entry point
 (`matrix_bench.executors`, orchestrator/plugins.py), read the first time the registry is,
 in every process; `register_executor` adds one in this process only. This package
-re-exports what a plugin author needs.
+re-exports what a plugin author needs, with the types its interface names (`Cell`,
+`CellRun`, `ImageRef`, `ToolInfo`: registry/cell_run.py).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.executors.launch import LaunchRefused, launch_worker
+from orchestrator.registry.cell_run import Cell, CellRun, ImageRef, ToolInfo
 from orchestrator.registry.executors import (
-    CellRun,
     Executor,
     ExecutorKind,
     ImageNeed,
@@ -39,13 +40,10 @@ from orchestrator.registry.executors import (
 from orchestrator.spec.entry_settings import ExecutorSettings
 
 if TYPE_CHECKING:
-    from orchestrator.executors.outcome import ToolInfo
-    from orchestrator.images.ref import ImageRef
-    from orchestrator.plan.cells import Cell
     from orchestrator.results.records import Record
 
-__all__ = ["CellRun", "Executor", "ExecutorKind", "ExecutorSettings", "ImageNeed",
-           "LaunchRefused", "execute",
+__all__ = ["Cell", "CellRun", "Executor", "ExecutorKind", "ExecutorSettings", "ImageNeed",
+           "ImageRef", "LaunchRefused", "ToolInfo", "execute",
            "executor_kind", "executor_names", "launch_worker", "needs_image",
            "register_executor", "remove_leftovers"]
 

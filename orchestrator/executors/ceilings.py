@@ -19,7 +19,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from orchestrator.plan.cells import Cell
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import ProvenanceRecord
 from orchestrator.worker.ceiling import FRAMEWORKS
 

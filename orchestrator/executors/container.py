@@ -23,9 +23,8 @@ from typing import Any
 
 from orchestrator.executors.environment import thread_settings
 from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
-from orchestrator.images.ref import ImageRef, image_workload_dir
-from orchestrator.plan.cells import Cell
-from orchestrator.registry.executors import CellRun
+from orchestrator.images.ref import image_workload_dir
+from orchestrator.registry.cell_run import Cell, CellRun, ImageRef
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
 

@@ -42,9 +42,7 @@ from orchestrator.images.engine import (
     engine_name,
     stopped_by_the_engine,
 )
-from orchestrator.images.ref import ImageRef
-from orchestrator.plan.cells import Cell
-from orchestrator.registry.executors import CellRun
+from orchestrator.registry.cell_run import Cell, CellRun, ImageRef
 from orchestrator.registry.providers import registry_auth
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets

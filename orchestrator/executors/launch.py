@@ -32,8 +32,7 @@ from pathlib import Path
 from orchestrator.executors.environment import withheld, worker_environment
 from orchestrator.executors.leftovers import CELL_MARK, end_leftovers, new_mark
 from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
-from orchestrator.plan.cells import Cell
-from orchestrator.registry.executors import CellRun
+from orchestrator.registry.cell_run import Cell, CellRun
 from orchestrator.results.records import Record
 from orchestrator.worker.host import die_with_parent_setter
 

@@ -24,7 +24,8 @@ from orchestrator.executors.logs import cap_log, tail_of
 from orchestrator.flop_claims import FlopClaimError
 from orchestrator.flop_claims import flops_per_item as claim_flops
 from orchestrator.hardware.peaks import cpu_peak_estimate, datasheet_peak
-from orchestrator.plan.cells import Cell, declared
+from orchestrator.plan.cells import declared
+from orchestrator.registry.cell_run import Cell, ToolInfo
 from orchestrator.results.columns import HW, STACK, as_param_columns, as_setting_columns
 from orchestrator.results.records import (
     CellRecord,
@@ -96,14 +97,6 @@ class CellFiles:
         files.cell.write_text(json.dumps(content, indent=2))
         files.out.unlink(missing_ok=True)
         return files
-
-
-@dataclass(frozen=True)
-class ToolInfo:
-    """The orchestrator's own provenance, computed once by the driver."""
-
-    version: str
-    git_revision: str | None
 
 
 def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,

@@ -10,8 +10,7 @@ before it runs anything (orchestrator/worker/stack_check.py).
 from __future__ import annotations
 
 from orchestrator.executors.launch import launch_worker
-from orchestrator.plan.cells import Cell
-from orchestrator.registry.executors import CellRun
+from orchestrator.registry.cell_run import Cell, CellRun
 from orchestrator.results.records import Record
 
 

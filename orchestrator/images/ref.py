@@ -1,6 +1,6 @@
-"""The images' error type; what a built stack image is to the rest of the tool (`ImageRef`:
-cells, provenance and executors use it), and what a stack whose image could not be had
-becomes (`BuildFailure`)."""
+"""The images' error type, where an image carries a user's workload folder, and what a stack
+whose image could not be had becomes (`BuildFailure`). What a built image is to the rest
+of the tool (`ImageRef`) is the seam's (registry/cell_run.py): executors are handed it."""
 
 from __future__ import annotations
 
@@ -19,17 +19,6 @@ def image_workload_dir(name: str) -> str:
 
 class ImageError(MatrixError):
     """A stack image that cannot be rendered, built, found or pushed."""
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """A built image as cells and provenance see it."""
-
-    stack: str
-    tag: str
-    image_id: str
-    size_bytes: int
-    repo_digest: str | None = None  # registry/repo@sha256:..., once pushed
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from typing import Any
 from orchestrator.images.engine import stopped_by_the_engine
 from orchestrator.images.installer import Installer, image_installer
 from orchestrator.images.locks import DEFAULT_PYTHON, check_lock, lock_from_wheelhouse, lock_pins
-from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageError, ImageRef
+from orchestrator.images.ref import IMAGE_USER_WORKLOADS, BuildFailure, ImageError
 from orchestrator.images.wheels import served
+from orchestrator.registry.cell_run import ImageRef
 from orchestrator.registry.executors import needs_image
 from orchestrator.registry.providers import registry_auth
 from orchestrator.spec.loaded import workloads_of

@@ -13,11 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from orchestrator.errors import SpecWarning
 from orchestrator.plan.identity import cell_id_of, config_hash, model_identity
 from orchestrator.plan.retry import outcome_inputs
+from orchestrator.registry.cell_run import Cell
 from orchestrator.spec.command_workloads import substitute
 from orchestrator.spec.loaded import remembered, workloads_of
 from orchestrator.spec.located_yaml import LocatedYaml
@@ -31,44 +30,7 @@ from orchestrator.spec.model import (
     entry_grid,
 )
 from orchestrator.worker.cuda_support import architecture_problem
-from orchestrator.workload_registry import ItemUnit, Scalar, WorkloadInfo, load_workload
-
-
-class Cell(BaseModel):
-    """One unit of work: everything a worker needs to run it, and its identity."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    run: str  # the run's name
-    hardware: Hardware
-    stack: Stack
-    workload: str
-    workload_version: str
-    item_unit: ItemUnit
-    params: dict[str, Scalar]  # resolved: declared defaults < preset < matrix values
-    epochs: int
-    repeat: int  # 1-based
-    timeout_s: float
-    memory_limit_mb: int | None
-    config_id: str
-    cell_id: str
-    # a user's workload folder (`path:`) the worker imports the workload from; None for a
-    # built-in. Not hashed: the folder's code is, through `workload_version`.
-    workload_dir: str | None = None
-    # an installed package's workload: the package the worker imports it from; its version
-    # (hashed) names the distribution's release
-    workload_module: str | None = None
-    # a command workload: the script's argument list, placeholders filled in, and its folder
-    command: tuple[str, ...] | None = None
-    command_cwd: str | None = None
-    # the declaration of a workload that is not built in, for the node that runs the cell,
-    # which may not know it (a folder it does not have, a command the matrix declared)
-    workload_info: WorkloadInfo | None = None
-    # time the last epoch under torch's profiler, its trace into cells/<cell_id>.trace.json
-    profile: bool = False
-    # what shapes its end besides its ids (plan/retry.py), recorded with that end; the
-    # driver's, never in the cell file
-    inputs: str | None = None
+from orchestrator.workload_registry import Scalar, WorkloadInfo, load_workload
 
 
 def declared(cell: Cell) -> WorkloadInfo:

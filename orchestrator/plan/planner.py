@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from orchestrator.errors import MatrixError
 from orchestrator.hardware.local import LocalMachine
-from orchestrator.plan.cells import Cell, declared, excluded, expand, incompatibility
+from orchestrator.plan.cells import declared, excluded, expand, incompatibility
 from orchestrator.plan.repeats import extra_repeats
 from orchestrator.plan.retry import kept_reason
+from orchestrator.registry.cell_run import Cell
 from orchestrator.registry.providers import provider_for
 from orchestrator.results.records import Status
 from orchestrator.results.run_directory import CellResult

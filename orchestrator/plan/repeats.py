@@ -18,7 +18,8 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 
-from orchestrator.plan.cells import Cell, as_repeat
+from orchestrator.plan.cells import as_repeat
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import MeasurementRecord
 from orchestrator.results.run_directory import CellResult
 from orchestrator.spec.model import RepeatPolicy

@@ -29,6 +29,7 @@ settings model but never its SDK.
 
 from __future__ import annotations
 
+from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import (
     BaseProvider,
     CellGroup,
@@ -51,7 +52,8 @@ from orchestrator.registry.providers import (
     settings_of,
 )
 
-__all__ = ["BaseProvider", "CellGroup", "Launch", "Price", "Provider", "ProviderKind",
-           "Say", "UnknownProvider", "hardware_kinds", "provider_for", "provider_named",
-           "provider_names", "providers", "register_provider", "registered_for",
-           "registry_auth", "remove_leftovers", "setting_owners", "settings_of"]
+__all__ = ["BaseProvider", "Cell", "CellGroup", "ImageRef", "Launch", "Price", "Provider",
+           "ProviderKind", "Say", "ToolInfo", "UnknownProvider", "hardware_kinds",
+           "provider_for", "provider_named", "provider_names", "providers",
+           "register_provider", "registered_for", "registry_auth", "remove_leftovers",
+           "setting_owners", "settings_of"]

@@ -11,7 +11,7 @@ from orchestrator.providers import BaseProvider
 
 if TYPE_CHECKING:
     from orchestrator.hardware.local import LocalMachine
-    from orchestrator.plan.cells import Cell
+    from orchestrator.registry.cell_run import Cell
 
 
 class LocalProvider(BaseProvider):

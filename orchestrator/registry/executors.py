@@ -14,39 +14,15 @@ import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.plugins import EXECUTORS, load_plugins
 from orchestrator.spec.entry_settings import ExecutorSettings, SettingsCatalogue
 
 if TYPE_CHECKING:
-    from orchestrator.executors.outcome import ToolInfo
-    from orchestrator.images.ref import ImageRef
-    from orchestrator.plan.cells import Cell
+    from orchestrator.registry.cell_run import Cell, CellRun
     from orchestrator.results.records import Record
     from orchestrator.spec.model import Stack
-
-
-@dataclass(frozen=True)
-class CellRun:
-    """One cell as a dispatcher hands it to an executor: the cell, the run folder it writes
-    into (`cells/`, `logs/`), the tool's identity for its records, its stack's built image
-    (None for an executor that needs none), the node it runs on, and what to call the
-    moment the cell's own clock starts (a dispatcher holds it to its timeout from then)."""
-
-    cell: Cell
-    run_root: Path
-    tool: ToolInfo
-    image: ImageRef | None = None
-    node_id: str | None = None
-    on_start: Callable[[], None] | None = None
-
-    def started(self) -> None:
-        """Say that the cell's clock has started (before its worker exists: whoever sees
-        the cell running sees it started)."""
-        if self.on_start is not None:
-            self.on_start()
 
 
 class Executor(Protocol):

@@ -28,10 +28,8 @@ from orchestrator.spec.entry_settings import (
 )
 
 if TYPE_CHECKING:
-    from orchestrator.executors.outcome import ToolInfo
     from orchestrator.hardware.local import LocalMachine
-    from orchestrator.images.ref import ImageRef
-    from orchestrator.plan.cells import Cell
+    from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
     from orchestrator.results.records import Record
     from orchestrator.spec.model import Hardware, MatrixSpec
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from orchestrator.plan.cells import Cell
+from orchestrator.registry.cell_run import Cell
 
 
 @dataclass

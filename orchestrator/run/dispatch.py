@@ -27,9 +27,8 @@ from orchestrator.errors import DispatchError, DriverNodeLost
 from orchestrator.executors import execute, executor_kind
 from orchestrator.executors.environment import thread_settings, with_thread_settings
 from orchestrator.executors.logs import tail_of
-from orchestrator.executors.outcome import ToolInfo, not_run_records
-from orchestrator.images.ref import ImageRef
-from orchestrator.plan.cells import Cell
+from orchestrator.executors.outcome import not_run_records
+from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import provider_for, validation_context
 from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
 from orchestrator.run.budget import BudgetGuard

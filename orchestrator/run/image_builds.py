@@ -33,7 +33,7 @@ from orchestrator.images.stack_image import (
     push,
     render,
 )
-from orchestrator.plan.cells import Cell
+from orchestrator.registry.cell_run import Cell
 from orchestrator.registry.executors import needs_image
 from orchestrator.results.records import Record, Status
 from orchestrator.spec.model import MatrixSpec, Stack

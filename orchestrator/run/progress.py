@@ -17,7 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from orchestrator.plan.cells import Cell
+from orchestrator.registry.cell_run import Cell
 from orchestrator.report.markdown import plain_text
 from orchestrator.results.records import CellRecord, Status
 

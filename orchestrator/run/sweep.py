@@ -24,11 +24,9 @@ from orchestrator.database.live import SweepIndex
 from orchestrator.errors import DriverNodeLost, MatrixError
 from orchestrator.executors import remove_leftovers
 from orchestrator.executors.ceilings import forget_ceilings
-from orchestrator.executors.outcome import ToolInfo
 from orchestrator.hardware.local import detect_local
-from orchestrator.images.ref import ImageRef
-from orchestrator.plan.cells import Cell
 from orchestrator.plan.planner import Plan, Selector, make_plan
+from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import Launch, Price, provider_named, providers, registered_for
 from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report

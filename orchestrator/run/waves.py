@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.plan.cells import Cell
     from orchestrator.plan.planner import Plan
+    from orchestrator.registry.cell_run import Cell
     from orchestrator.results.run_directory import CellResult, RunDirectory
     from orchestrator.run.budget import BudgetGuard
     from orchestrator.run.progress import SweepProgress

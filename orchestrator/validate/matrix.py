@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.images.locks import lock_pins, normalise
-from orchestrator.plan.cells import Cell, check_grid, expand
+from orchestrator.plan.cells import check_grid, expand
+from orchestrator.registry.cell_run import Cell
 from orchestrator.registry.executors import executor_names, needs_image
 from orchestrator.registry.providers import (
     ProviderLoadError,

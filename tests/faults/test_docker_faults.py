@@ -22,10 +22,10 @@ import pytest
 
 from orchestrator.executors import CellRun
 from orchestrator.executors.docker import LABEL_CELL, LABEL_RUN, run_cell
-from orchestrator.executors.outcome import ToolInfo
 from orchestrator.images.engine import docker_client
 from orchestrator.images.stack_image import find_image, render
 from orchestrator.plan.cells import expand
+from orchestrator.registry.cell_run import ToolInfo
 from orchestrator.results.records import Status
 from orchestrator.validate import load_spec
 from tests.conftest import ImageEnv, cell_records, run_cli, write

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from orchestrator.executors import CellRun, LaunchRefused, launch_worker
-from orchestrator.executors.outcome import ToolInfo
+from orchestrator.registry.cell_run import ToolInfo
 from tests.cells import make_cell_model
 from tests.conftest import cell_records, run_cli, write
 from tests.faults.test_leftovers import alive

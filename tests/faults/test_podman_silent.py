@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.executors import CellRun
-from orchestrator.executors.outcome import ToolInfo
 from orchestrator.executors.podman import runner, silence
-from orchestrator.images.ref import ImageRef
 from orchestrator.plan.cells import expand
+from orchestrator.registry.cell_run import ImageRef, ToolInfo
 from orchestrator.validate import load_spec
 from tests.conftest import write
 

@@ -111,7 +111,7 @@ def test_the_ec2_head_dashboard_listens_on_loopback_only(tmp_path, matrix_file):
 def test_the_embedded_ray_runs_no_dashboard(tmp_path):
     import ray
 
-    from orchestrator.executors.outcome import ToolInfo
+    from orchestrator.registry.cell_run import ToolInfo
     from orchestrator.run.dispatch import RayDispatcher
 
     dispatcher = RayDispatcher(tmp_path, ToolInfo("test", None), [])

@@ -17,8 +17,8 @@ import psutil
 import pytest
 
 from orchestrator.executors import CellRun, launch_worker
-from orchestrator.executors.outcome import ToolInfo
 from orchestrator.plan.cells import expand
+from orchestrator.registry.cell_run import ToolInfo
 from orchestrator.validate import load_spec
 from tests.conftest import PROJECT, cell_records, run_cli
 

@@ -39,9 +39,7 @@ from orchestrator.executors.container import (
 )
 from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.executors.podman.silence import forget, remember, why_silent
-from orchestrator.images.ref import ImageRef
-from orchestrator.plan.cells import Cell
-from orchestrator.registry.executors import CellRun
+from orchestrator.registry.cell_run import Cell, CellRun, ImageRef
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
 

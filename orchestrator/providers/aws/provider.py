@@ -25,7 +25,7 @@ FORWARDED_ENV = ("AWS_ENDPOINT_URL",)
 
 if TYPE_CHECKING:
     from orchestrator.hardware.local import LocalMachine
-    from orchestrator.plan.cells import Cell
+    from orchestrator.registry.cell_run import Cell
     from orchestrator.spec.model import Hardware, MatrixSpec
 
 

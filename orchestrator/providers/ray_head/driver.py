@@ -21,9 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.executors.environment import thread_settings
-from orchestrator.executors.outcome import ToolInfo
-from orchestrator.images.ref import ImageRef
-from orchestrator.plan.cells import Cell
+from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import validation_context
 from orchestrator.results.records import Record
 from orchestrator.run.costs import budget_guard

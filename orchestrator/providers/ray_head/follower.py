@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from orchestrator.plan.cells import Cell
 from orchestrator.providers.ray_head.driver import DONE_LINE, RECORDS_LINE, DriverInput
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import Record, parse_record
 from orchestrator.run.dispatch import lost_node_records
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
 
-from orchestrator.plan.cells import Cell
 from orchestrator.providers.ray_head.driver import DriverInput
 from orchestrator.providers.ray_head.follower import JobFollower, stage_job
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import Record, with_startup
 
 

@@ -23,7 +23,6 @@ from types import TracebackType
 
 from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import not_run_records
-from orchestrator.plan.cells import Cell
 from orchestrator.providers import Launch
 from orchestrator.providers.slurm import commands
 from orchestrator.providers.slurm.jobs import (
@@ -38,6 +37,7 @@ from orchestrator.providers.slurm.jobs import (
 )
 from orchestrator.providers.slurm.outcomes import TaskState, ended_status, task_states
 from orchestrator.providers.slurm.settings import SlurmSection, slurm_settings
+from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import (
     CellRecord,
     Record,

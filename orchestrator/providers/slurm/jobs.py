@@ -21,10 +21,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.executors.environment import worker_environment
-from orchestrator.executors.outcome import ToolInfo
-from orchestrator.images.ref import ImageRef
-from orchestrator.plan.cells import Cell
 from orchestrator.providers.slurm.settings import slurm_settings
+from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import validation_context
 from orchestrator.spec.model import Hardware
 

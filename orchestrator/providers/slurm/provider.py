@@ -24,7 +24,7 @@ from orchestrator.validate.output import filesystem_type
 
 if TYPE_CHECKING:
     from orchestrator.hardware.local import LocalMachine
-    from orchestrator.plan.cells import Cell
+    from orchestrator.registry.cell_run import Cell
     from orchestrator.spec.model import Hardware, MatrixSpec
 
 # Filesystems that live on one machine: a run directory on one is not shared with nodes

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from orchestrator.executors import CellRun, ExecutorKind, ExecutorSettings, launch_worker
+from orchestrator.executors import Cell, CellRun, ExecutorKind, ExecutorSettings, launch_worker
 
 
 class NicedSettings(ExecutorSettings):
@@ -27,7 +27,7 @@ class NicedExecutor:
     def remove_leftovers(self, run: str) -> int:
         return 0
 
-    def stop_cell(self, cell: Any) -> None:
+    def stop_cell(self, cell: Cell) -> None:
         pass
 
 

@@ -1,0 +1,95 @@
+"""What a dispatcher hands an executor (or a provider's nodes) for one cell, and so what a
+plugin sees of it: the cell (`Cell`: everything a worker needs, and its identity), the
+tool's identity for its records (`ToolInfo`), its stack's built image (`ImageRef`), and the
+three together with where the cell writes (`CellRun`). They sit in the seam's own layer,
+below the plan that makes cells, the images that build them and the executors that run
+them, so the registry's interfaces name them without importing any of those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from orchestrator.spec.model import Hardware, Stack
+from orchestrator.workload_registry import ItemUnit, Scalar, WorkloadInfo
+
+
+class Cell(BaseModel):
+    """One unit of work: everything a worker needs to run it, and its identity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str  # the run's name
+    hardware: Hardware
+    stack: Stack
+    workload: str
+    workload_version: str
+    item_unit: ItemUnit
+    params: dict[str, Scalar]  # resolved: declared defaults < preset < matrix values
+    epochs: int
+    repeat: int  # 1-based
+    timeout_s: float
+    memory_limit_mb: int | None
+    config_id: str
+    cell_id: str
+    # a user's workload folder (`path:`) the worker imports the workload from; None for a
+    # built-in. Not hashed: the folder's code is, through `workload_version`.
+    workload_dir: str | None = None
+    # an installed package's workload: the package the worker imports it from; its version
+    # (hashed) names the distribution's release
+    workload_module: str | None = None
+    # a command workload: the script's argument list, placeholders filled in, and its folder
+    command: tuple[str, ...] | None = None
+    command_cwd: str | None = None
+    # the declaration of a workload that is not built in, for the node that runs the cell,
+    # which may not know it (a folder it does not have, a command the matrix declared)
+    workload_info: WorkloadInfo | None = None
+    # time the last epoch under torch's profiler, its trace into cells/<cell_id>.trace.json
+    profile: bool = False
+    # what shapes its end besides its ids (plan/retry.py), recorded with that end; the
+    # driver's, never in the cell file
+    inputs: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """The orchestrator's own provenance, computed once by the driver."""
+
+    version: str
+    git_revision: str | None
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A built image as cells and provenance see it."""
+
+    stack: str
+    tag: str
+    image_id: str
+    size_bytes: int
+    repo_digest: str | None = None  # registry/repo@sha256:..., once pushed
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """One cell as a dispatcher hands it to an executor: the cell, the run folder it writes
+    into (`cells/`, `logs/`), the tool's identity for its records, its stack's built image
+    (None for an executor that needs none), the node it runs on, and what to call the
+    moment the cell's own clock starts (a dispatcher holds it to its timeout from then)."""
+
+    cell: Cell
+    run_root: Path
+    tool: ToolInfo
+    image: ImageRef | None = None
+    node_id: str | None = None
+    on_start: Callable[[], None] | None = None
+
+    def started(self) -> None:
+        """Say that the cell's clock has started (before its worker exists: whoever sees
+        the cell running sees it started)."""
+        if self.on_start is not None:
+            self.on_start()
