@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.database.connection import Connection
 from orchestrator.database.history import (
+    SETTINGS_COLUMNS,
     Filters,
     described,
     final_attempts,
@@ -71,8 +72,8 @@ def whole_per_run(db: Connection, samples: pd.DataFrame) -> pd.DataFrame:
     if samples.empty:
         return pd.DataFrame()
     grouped = samples.groupby(["config_id", "run_key"], sort=False)
-    runs = grouped[["workload", "label", "hardware", "stack", "params", "run", "location",
-                    "price_per_hour_usd", "attempt_id"]].first()
+    runs = grouped[["workload", "label", "hardware", "stack", "params", *SETTINGS_COLUMNS,
+                    "run", "location", "price_per_hour_usd", "attempt_id"]].first()
     runs["date"] = grouped["started_at"].min()
     runs["repeats"] = grouped.size()
     runs["wall_s"] = grouped["wall_s"].median()
