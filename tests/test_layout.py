@@ -7,6 +7,7 @@ carries)."""
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -187,3 +188,34 @@ def test_every_file_and_name_the_docs_point_to_exists():
             elif name and target.suffix == ".py" and name not in defined_names(target):
                 missing.append(f"{doc.name}: {path}::{name}")
     assert missing == []
+
+
+SHARED_FIELDS_LIMIT = 9  # two models sharing this many fields are one written twice
+
+
+def own_fields() -> dict[str, set[str]]:
+    """Each class of orchestrator/ with fields of its own (annotated names in its body, not
+    ClassVars), by `path:Class`: what it declares itself, not what it inherits."""
+    found = {}
+    for path in sorted((PROJECT / "orchestrator").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                names = {statement.target.id for statement in node.body
+                         if isinstance(statement, ast.AnnAssign)
+                         and isinstance(statement.target, ast.Name)
+                         and "ClassVar" not in ast.unparse(statement.annotation)}
+                if names:
+                    found[f"{path.relative_to(PROJECT)}:{node.name}"] = names
+    return found
+
+
+def test_no_model_is_declared_twice():
+    """The driver's models of what crosses the worker's boundary (the cell, its
+    measurements and provenance) take the worker's fields by inheritance, and a history
+    regression is a comparison: no two classes declare the same fields side by side, to be
+    kept in step by hand (issue 57, item 4)."""
+    fields = own_fields()
+    twice = [f"{a} and {b}: {sorted(fields[a] & fields[b])}"
+             for a, b in itertools.combinations(sorted(fields), 2)
+             if len(fields[a] & fields[b]) >= SHARED_FIELDS_LIMIT]
+    assert twice == []

@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
 from orchestrator.errors import MatrixError
-from orchestrator.report.compare import MIN_REPEATS, Verdict, bootstrap_interval, verdict
+from orchestrator.report.compare import (
+    MIN_REPEATS,
+    Comparison,
+    bootstrap_interval,
+    verdict,
+)
 from orchestrator.report.markdown import fmt
 from orchestrator.results.columns import SETTING_OWNERS, as_setting_columns
 
@@ -286,25 +291,16 @@ def picks(runs: pd.DataFrame, fastest: tuple[str, str, str], cost: str) -> pd.Da
     return pd.DataFrame(found)
 
 
-@dataclass(frozen=True)
-class Regression:
-    """A configuration's latest run against its earlier ones (compare's rule)."""
+@dataclass(frozen=True, kw_only=True)
+class Regression(Comparison):
+    """A configuration's latest run against its earlier ones, judged by compare's rule: a
+    comparison (its code_change: the earlier runs' code, the latest's), with which run and
+    when, and how many earlier runs it pooled."""
 
-    config_id: str
     workload: str
-    label: str
     latest_run: str
     latest_date: str
     baseline_runs: int
-    base_repeats: int
-    new_repeats: int
-    base_median: float
-    new_median: float
-    ratio: float
-    low: float
-    high: float
-    verdict: Verdict
-    code_change: tuple[str, str] | None = None  # the earlier runs' code, the latest's
     # what else changed between the earlier runs and the latest: "driver 570.86 -> 580.65"
     changes: tuple[str, ...] = ()
 

@@ -15,41 +15,22 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.spec.model import Hardware, Stack
-from orchestrator.workload_registry import ItemUnit, Scalar, WorkloadInfo
+from orchestrator.worker.cell_file import CellFields
+from orchestrator.workload_registry import WorkloadInfo
 
 
-class Cell(BaseModel):
-    """One unit of work: everything a worker needs to run it, and its identity."""
+class Cell(BaseModel, CellFields, frozen=True):
+    """One unit of work: everything a worker needs to run it, and its identity. Its fields
+    are the cell file's (worker/cell_file.py: CellFields, declared once, so the two never
+    drift), with its hardware and stack entries as the matrix has them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid")
 
-    run: str  # the run's name
     hardware: Hardware
     stack: Stack
-    workload: str
-    workload_version: str
-    item_unit: ItemUnit
-    params: dict[str, Scalar]  # resolved: declared defaults < preset < matrix values
-    epochs: int
-    repeat: int  # 1-based
-    timeout_s: float
-    memory_limit_mb: int | None
-    config_id: str
-    cell_id: str
-    # a user's workload folder (`path:`) the worker imports the workload from; None for a
-    # built-in. Not hashed: the folder's code is, through `workload_version`.
-    workload_dir: str | None = None
-    # an installed package's workload: the package the worker imports it from; its version
-    # (hashed) names the distribution's release
-    workload_module: str | None = None
-    # a command workload: the script's argument list, placeholders filled in, and its folder
-    command: tuple[str, ...] | None = None
-    command_cwd: str | None = None
     # the declaration of a workload that is not built in, for the node that runs the cell,
     # which may not know it (a folder it does not have, a command the matrix declared)
     workload_info: WorkloadInfo | None = None
-    # time the last epoch under torch's profiler, its trace into cells/<cell_id>.trace.json
-    profile: bool = False
     # what shapes its end besides its ids (plan/retry.py), recorded with that end; the
     # driver's, never in the cell file
     inputs: str | None = None

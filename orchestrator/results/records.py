@@ -21,7 +21,8 @@ from orchestrator.results.columns import (
     is_param_column,
     setting_owner,
 )
-from orchestrator.worker.units import ITEM_UNIT_PATTERN
+from orchestrator.worker.bounds import NAME
+from orchestrator.worker.records import MeasurementFields, ProvenanceFields
 
 SCHEMA_VERSION = 7
 # Version history, and how a record of each older version is upgraded to the next one
@@ -132,10 +133,10 @@ class Status(StrEnum):
 _OUTCOMES = frozenset({Status.OK, Status.UNSUPPORTED, Status.OOM, Status.STACK_MISMATCH,
                        Status.IMAGE_FAILED, Status.FAILED, Status.INVALID_OUTPUT})
 
-# A hardware entry's, stack's or workload's name, as a matrix may give it (spec/model.py):
-# it names files and pages (the dashboard's workload-<name>.html), so a journal line naming
-# "../../x" is refused where it is read, as every unreadable line is: a located warning.
-Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=80)]
+# A hardware entry's, stack's or workload's name, as a matrix may give it (spec/model.py;
+# worker/bounds.py: NAME): a journal line naming "../../x" is refused where it is read, as
+# every unreadable line is: a located warning.
+Name = Annotated[str, NAME]
 
 
 class Flag(StrEnum):
@@ -159,7 +160,7 @@ class Flag(StrEnum):
 JUDGED_FLAGS = (Flag.IMPLAUSIBLE.value, Flag.ABOVE_CEILING.value, Flag.BELOW_DATASHEET.value)
 
 
-class _Identity(BaseModel):
+class _Identity(BaseModel, frozen=True):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = SCHEMA_VERSION
@@ -169,44 +170,15 @@ class _Identity(BaseModel):
     repeat: int = Field(ge=1)
 
 
-class MeasurementRecord(_Identity):
-    """One measured unit of work: an epoch, or a timed round for workloads without epochs."""
+class MeasurementRecord(_Identity, MeasurementFields, frozen=True):
+    """One measured unit of work: an epoch, or a timed round for workloads without epochs.
+    Its figures and their bounds are the worker's line's (worker/records.py:
+    MeasurementFields, declared once); the driver adds the FLOP rate against the node's
+    peak, and the workload's metrics are its other fields."""
 
     model_config = ConfigDict(extra="allow")
 
     record: Literal["measurement"] = "measurement"
-    epoch: int = Field(ge=1)
-    # "steps": timed step by step (the rest of the fields); "whole": a command's script
-    # without the client, timed as a whole: epoch_s and probes, no steps, items or rate
-    timing: Timing = "steps"
-    train_s: float | None = Field(default=None, gt=0)
-    items: float | None = Field(default=None, gt=0)
-    item_unit: str = Field(pattern=ITEM_UNIT_PATTERN)  # any plain word (worker/units.py)
-    items_per_s: float | None = Field(default=None, gt=0)
-    eval_s: float | None = None
-    eval_items_per_s: float | None = None
-    step_s_median: float | None = None
-    step_s_p90: float | None = None
-    steps: int | None = None
-    warmup_steps: int = Field(default=0, ge=0)
-    warmup_s: float | None = None
-    epoch_s: float | None = None  # the whole epoch: warm-up, timed steps, evaluation, between
-    timing_block_steps: int | None = None  # steps per synchronised block (block timing)
-    mem_alloc_peak_bytes: int | None = None
-    mem_reserved_peak_bytes: int | None = None
-    nvml_used_peak_bytes: int | None = None
-    host_rss_peak_bytes: int | None = None
-    # the contention probe's (worker/contention.py), over the epoch
-    cell_cpu_cores: float | None = Field(default=None, ge=0)  # its threads running, mean
-    cpu_wait_cores: float | None = Field(default=None, ge=0)  # its threads waiting for a CPU
-    other_cpu_cores: float | None = Field(default=None, ge=0)  # others' use of its CPUs
-    gpu_util_mean_pct: float | None = None
-    gpu_power_mean_w: float | None = None
-    gpu_sm_clock_mean_mhz: float | None = None
-    gpu_temp_max_c: float | None = None
-    gpu_energy_j: float | None = None
-    throttle_reasons: str | None = None  # comma-separated NVML reasons seen in the epoch
-    flops_per_item: float | None = None
     achieved_flops: float | None = None
     peak_flops: float | None = None
     peak_source: Literal["datasheet", "measured", "estimate"] | None = None
@@ -233,7 +205,7 @@ class MeasurementRecord(_Identity):
         return self
 
 
-class CellRecord(_Identity):
+class CellRecord(_Identity, frozen=True):
     """How one cell ended; one per finished cell (per attempt that reached the journal)."""
 
     model_config = ConfigDict(extra="allow")
@@ -281,56 +253,20 @@ class CellRecord(_Identity):
         return from_setting_columns(owner, self.model_extra or {})
 
 
-class ProvenanceRecord(_Identity):
-    """Where and with what a cell ran."""
+class ProvenanceRecord(_Identity, ProvenanceFields, frozen=True):
+    """Where and with what a cell ran: the worker's account (worker/records.py:
+    ProvenanceFields, declared once) and the driver's own fields."""
 
     model_config = ConfigDict(extra="forbid")
 
     record: Literal["provenance"] = "provenance"
-    python: str | None = None
-    framework: str | None = None
-    framework_version: str | None = None
-    cuda: str | None = None
-    cudnn: str | None = None
-    driver: str | None = None
-    gpu_model: str | None = None
-    gpu_count: int | None = None
-    gpu_memory_bytes: int | None = None  # each card's memory, as the driver reports it
-    gpu_power_limit_w: float | None = None  # the enforced power limit of one card
-    # the device the framework held the model on, read back ("cuda:0", "gpu:0", "cpu")
-    compute_device: str | None = None
-    # the devices the cell trained on (GPUs, or ranks on a CPU): its peak is theirs, which
-    # may be fewer than the node's gpu_count (gpt_lm with workers: 1 on an 8-GPU node)
-    devices_used: int | None = None
-    cpu_model: str | None = None
-    cpu_count: int | None = None
-    # the threads it computed with: the framework's count (torch's; None where the framework
-    # does not say) and the math libraries' settings it started with (worker/threads.py;
-    # {} where none was set, None in a record made before they were recorded)
-    cpu_threads: int | None = Field(default=None, ge=1)
-    # the CPUs the worker could compute on (worker/threads.py: usable_cpus), which
-    # `cpu_count` (the machine's) overstates under taskset, a cgroup quota or Slurm's
-    # --cpus-per-task; None in a record made before it was recorded
-    cpus_usable: int | None = Field(default=None, ge=1)
-    thread_settings: dict[str, str] | None = None
-    hostname: str | None = None  # the worker's (a container's own under docker)
     node: str | None = None  # the machine the executor ran on: whose ceiling a row shares
-    # the node's measured ceiling at the cell's precision (worker/ceiling.py), where this
-    # cell measured it: FLOP/s of one device, the probe, its cost; or why none was measured
-    ceiling_flops: float | None = None
-    ceiling_precision: str | None = None
-    ceiling_probe: str | None = None
-    ceiling_cost_s: float | None = None
-    ceiling_gap: str | None = None
     instance_type: str | None = None
     image_tag: str | None = None
     image_id: str | None = None
     repo_digest: str | None = None
     tool_version: str | None = None
     git_revision: str | None = None
-    data_sha256: dict[str, str] = Field(default_factory=dict)  # file name -> sha256
-    # precision switch -> value as text, as the framework reported it after the workload set it
-    precision_switches: dict[str, str] = Field(default_factory=dict)
     price_per_hour_usd: float | None = None
     price_source: str | None = None
     workload_dir: str | None = None  # a user's workload folder (`path:`), on the driver

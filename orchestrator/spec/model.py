@@ -8,7 +8,7 @@ Models only: loading a file and checking it against the registries is load.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -31,6 +31,7 @@ from orchestrator.spec.entry_settings import (
 )
 from orchestrator.spec.entry_settings import StrictModel as _Strict
 from orchestrator.spec.job import JobSpec
+from orchestrator.worker.cell_file import CellStack, HardwareFields
 from orchestrator.workload_registry import ItemUnit, ParamType, Scalar
 
 Name = RecordName  # one rule for a name in a matrix and on a journal line
@@ -48,22 +49,12 @@ MAX_MEMORY_LIMIT_MB = 2**24  # 16 TiB, past any machine; passed on in bytes (64 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-class Hardware(_Strict):
+class Hardware(_Strict, HardwareFields):
     """A kind of machine cells run on; cells are pinned to it through the Ray resource hw:<name>.
     Its `kind` names the provider that offers it (registry/providers.py), whose settings
-    model takes the entry's other keys into `settings`; the provider judges the rest."""
+    model takes the entry's other keys into `settings`; the provider judges the rest. Its
+    shared fields are the worker's (worker/cell_file.py: HardwareFields, declared once)."""
 
-    name: Name
-    kind: Name  # a kind a registered provider offers: local, ec2, slurm
-    instance_type: str | None = None  # a machine size: EC2's instance type, required there
-    gpus: int = Field(default=0, ge=0)  # GPUs a cell of this hardware uses (0 = CPU only)
-    # the GPU as its driver names it ("NVIDIA H100 80GB HBM3"), for hardware no catalogue
-    # knows (a Slurm partition, a machine): what a stack's CUDA must drive. An EC2 entry's is
-    # its instance type's. In identity only when set.
-    gpu_model: str | None = Field(default=None, min_length=1, max_length=100)
-    # What an hour of this hardware costs where no provider prices it (a cluster that
-    # charges back, a machine's amortised cost); it overrides a provider's price.
-    price_per_hour: float | None = Field(default=None, ge=0)
     # the kind's own keys, as its provider's model (SerializeAsAny: dumped as that model)
     settings: SerializeAsAny[KindSettings] = Field(default_factory=KindSettings)
 
@@ -88,21 +79,11 @@ def _entry_keys(model: type[BaseModel], owner: object,
         list(own.model_fields if own else ())
 
 
-class Stack(_Strict):
-    """A software stack: the current environment (process) or a pinned image (docker)."""
+class Stack(_Strict, CellStack):
+    """A software stack: the current environment (process) or a pinned image (docker). Its
+    fields are the worker's `CellStack` (worker/cell_file.py, declared once), with its
+    executor's own keys."""
 
-    name: Name
-    executor: Name | None = None  # a registered executor; default: docker when pinned
-    framework: Literal["torch", "tensorflow", "jax"] | None = None
-    framework_version: str | None = None
-    cuda: str | None = None
-    cudnn: str | None = None
-    python: str | None = None
-    base_image: str | None = None
-    # an index besides the package index where its build lives (PyTorch's CPU builds, an
-    # older CUDA variant): its lock is made from it and its image installs from it. Not
-    # part of identity: the lock pins what is installed.
-    index_url: str | None = None
     # the executor's own keys, as its registration's model (SerializeAsAny: dumped as it)
     settings: SerializeAsAny[ExecutorSettings] = Field(default_factory=ExecutorSettings)
 

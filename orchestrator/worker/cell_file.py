@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from orchestrator.worker.bounds import NAME, NOT_NEGATIVE, Bound
+from orchestrator.worker.units import ITEM_UNIT_PATTERN
 from orchestrator.worker.workload_code import workload_package
 
 CELL_FILE_VERSION = 2
@@ -42,58 +44,98 @@ class CellFileError(ValueError):
     """A cell file this worker cannot read: another version, or a missing field."""
 
 
-@dataclass(frozen=True)
-class CellHardware:
-    """The fields every hardware kind shares, and its kind's own block: the settings its
-    provider declares (spec/entry_settings.py KindSettings), as that model dumps them (kind slurm:
-    partition, cpus, mem_gb...; kind ec2: spot). No workload needs them: provenance."""
+@dataclass
+class HardwareFields:
+    """The fields every hardware kind shares, declared once: the matrix's `Hardware`
+    (spec/model.py) and the worker's `CellHardware` inherit them, each with its kind's
+    settings as it holds them. Not frozen, for the reason `CellStack` says."""
 
-    name: str
-    kind: str
-    gpus: int  # GPUs the cell uses (0: CPU only)
-    instance_type: str | None = None
-    gpu_model: str | None = None  # as the matrix names it, for hardware no catalogue knows
-    price_per_hour: float | None = None
+    name: Annotated[str, NAME]
+    kind: Annotated[str, NAME]  # a kind a registered provider offers: local, ec2, slurm
+    instance_type: str | None = None  # a machine size: EC2's instance type, required there
+    gpus: Annotated[int, NOT_NEGATIVE] = 0  # GPUs a cell of it uses (0 = CPU only)
+    # the GPU as its driver names it ("NVIDIA H100 80GB HBM3"), for hardware no catalogue
+    # knows (a Slurm partition, a machine): what a stack's CUDA must drive. An EC2 entry's
+    # is its instance type's. In identity only when set.
+    gpu_model: Annotated[str | None, Bound(min_length=1, max_length=100)] = None
+    # What an hour of this hardware costs where no provider prices it (a cluster that
+    # charges back, a machine's amortised cost); it overrides a provider's price.
+    price_per_hour: Annotated[float | None, NOT_NEGATIVE] = None
+
+
+@dataclass
+class CellHardware(HardwareFields):
+    """A hardware entry as the worker reads it, and its kind's own block: the settings its
+    provider declares (spec/entry_settings.py KindSettings), as that model dumps them (kind
+    slurm: partition, cpus, mem_gb...; kind ec2: spot). No workload needs them: provenance."""
+
     settings: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass
 class CellStack:
-    name: str
-    executor: str | None = None
-    framework: str | None = None
+    """A stack as the worker reads it, and the fields of the matrix's `Stack` (spec/model.py
+    inherits them, declared once, and adds its executor's settings). Not frozen, unlike the
+    worker's other records: a frozen dataclass base would oblige every model of the spec to
+    declare itself frozen to the type checker; the worker never changes one."""
+
+    name: Annotated[str, NAME]
+    executor: Annotated[str | None, NAME] = None  # a registered executor: docker when pinned
+    framework: Literal["torch", "tensorflow", "jax"] | None = None
     framework_version: str | None = None
     cuda: str | None = None
     cudnn: str | None = None
     python: str | None = None
     base_image: str | None = None
-    index_url: str | None = None  # where its build came from (the image's business)
+    # an index besides the package index where its build lives (PyTorch's CPU builds, an
+    # older CUDA variant): its lock is made from it and its image installs from it. Not
+    # part of identity: the lock pins what is installed.
+    index_url: str | None = None
 
 
-@dataclass(frozen=True)
-class CellFile:
-    """One cell as its worker sees it."""
+@dataclass(frozen=True, kw_only=True)
+class CellFields:
+    """What a cell is on both sides of the cell file, declared once: the driver's `Cell`
+    (registry/cell_run.py) takes these fields from here and adds its hardware and stack
+    entries as the matrix has them; the worker's `CellFile` reads them from the file."""
 
-    version: int
-    run: str
+    run: str  # the run's name
     cell_id: str
     config_id: str
     repeat: int  # 1-based
     workload: str
     workload_version: str
-    item_unit: str
-    params: dict[str, Scalar]  # resolved, each of its declared type
-    param_types: dict[str, str]  # parameter -> "int", "float", "bool" or "str"
+    item_unit: Annotated[str, Bound(pattern=ITEM_UNIT_PATTERN)]  # any plain word (units.py)
+    # resolved: declared defaults < preset < matrix values; in a CellFile, each of its
+    # declared type
+    params: dict[str, Scalar]
     epochs: int
     timeout_s: float
     memory_limit_mb: int | None
+    # a user's workload folder (`path:`) the worker imports the workload from; None for a
+    # built-in (workloads/<name>/). Not hashed: the folder's code is, through
+    # `workload_version`.
+    workload_dir: str | None = None
+    # an installed package's workload: the package the worker imports it from; its version
+    # (hashed) names the distribution's release
+    workload_module: str | None = None
+    # a command workload: the script's argument list, placeholders filled in, and its folder
+    command: tuple[str, ...] | None = None
+    command_cwd: str | None = None
+    # time the last epoch under torch's profiler (Context.start_epoch), its trace into
+    # cells/<cell_id>.trace.json
+    profile: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellFile(CellFields):
+    """One cell as its worker sees it: the shared fields, with its hardware and stack as
+    the worker reads them, the file's version and its parameters' declared types."""
+
+    version: int
+    param_types: dict[str, str]  # parameter -> "int", "float", "bool" or "str"
     hardware: CellHardware
     stack: CellStack
-    workload_dir: str | None = None  # a user's workload folder; None: workloads/<name>/
-    workload_module: str | None = None  # an installed package's workload: its package
-    command: list[str] | None = None  # a command workload: the script's arguments, filled in
-    command_cwd: str | None = None  # ... and the folder it runs in
-    profile: bool = False  # the last epoch under torch.profiler (Context.start_epoch)
     # the frameworks whose ceiling at the cell's precision this node, hardware and stack
     # have measured in this run (executors/ceilings.py); the worker measures its own
     # framework's where it is not among them (worker/ceiling.py)
@@ -120,6 +162,8 @@ class CellFile:
                      for f in fields(cls)}
             return cls(**{**given, "params": values,
                           "ceilings_measured": tuple(given["ceilings_measured"]),
+                          "command": None if given["command"] is None
+                          else tuple(given["command"]),
                           "param_types": types,
                           "hardware": _only_known(CellHardware, raw["hardware"]),
                           "stack": _only_known(CellStack, raw["stack"])})

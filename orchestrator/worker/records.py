@@ -21,23 +21,22 @@ from __future__ import annotations
 
 import json
 import math
-import types
 from collections.abc import Iterable
 from dataclasses import MISSING, dataclass, field, fields
-from enum import Enum
 from typing import (
+    Annotated,
     Any,
     ClassVar,
     Literal,
     Self,
     TypeVar,
-    Union,
-    get_args,
-    get_origin,
     get_type_hints,
 )
 
+from orchestrator.worker.bounds import NOT_NEGATIVE, POSITIVE, Bound
 from orchestrator.worker.cell_file import FailureKind
+from orchestrator.worker.json_types import as_declared, mismatch
+from orchestrator.worker.units import ITEM_UNIT_PATTERN
 
 RECORDS_VERSION = 1
 # Version history: 1, the first typed one (the same lines as the untyped output before it,
@@ -92,7 +91,7 @@ class _Line:
                 continue
             why = mismatch(raw[spec.name], hints[spec.name])
             if why is None:
-                kept[spec.name] = _as_declared(raw[spec.name], hints[spec.name])
+                kept[spec.name] = as_declared(raw[spec.name], hints[spec.name])
             elif required:
                 raise RecordLineError(f"{cls.KIND} field {spec.name!r} {why}")
             else:
@@ -101,41 +100,53 @@ class _Line:
 
 
 @dataclass(frozen=True)
-class MeasurementLine(_Line):
-    """One epoch (or timed round): `EpochMeter.summary()`'s figures, the probes' peaks,
-    the FLOP model's count, and the workload's own metrics (flattened on the line)."""
+class MeasurementFields:
+    """One epoch's (or timed round's) figures, with their bounds, declared once: the
+    worker's line has them (MeasurementLine) and the driver's stored record takes them from
+    here (results/records.py: MeasurementRecord), which holds them to their bounds."""
 
-    KIND: ClassVar[str] = "measurement"
-
-    epoch: int
-    item_unit: str
-    timing: Literal["steps", "whole"] = "steps"  # "whole": a script without the client
-    train_s: float | None = None
-    items: float | None = None
-    items_per_s: float | None = None
+    epoch: Annotated[int, Bound(ge=1)]
+    item_unit: Annotated[str, Bound(pattern=ITEM_UNIT_PATTERN)]  # any plain word (units.py)
+    # "steps": timed step by step (the rest of the fields); "whole": a command's script
+    # without the client, timed as a whole: epoch_s and probes, no steps, items or rate
+    timing: Literal["steps", "whole"] = "steps"
+    train_s: Annotated[float | None, POSITIVE] = None
+    items: Annotated[float | None, POSITIVE] = None
+    items_per_s: Annotated[float | None, POSITIVE] = None
     steps: int | None = None
-    warmup_steps: int | None = None
+    warmup_steps: Annotated[int | None, NOT_NEGATIVE] = None
     warmup_s: float | None = None
-    epoch_s: float | None = None
+    epoch_s: float | None = None  # the whole epoch: warm-up, timed steps, evaluation, between
     step_s_median: float | None = None
     step_s_p90: float | None = None
-    timing_block_steps: int | None = None
+    timing_block_steps: int | None = None  # steps per synchronised block (block timing)
     eval_s: float | None = None
     eval_items_per_s: float | None = None
     mem_alloc_peak_bytes: int | None = None
     mem_reserved_peak_bytes: int | None = None
     nvml_used_peak_bytes: int | None = None
     host_rss_peak_bytes: int | None = None
-    cell_cpu_cores: float | None = None
-    cpu_wait_cores: float | None = None
-    other_cpu_cores: float | None = None
+    # the contention probe's (contention.py), over the epoch: its threads running (mean),
+    # its threads waiting for a CPU, and others' use of its CPUs
+    cell_cpu_cores: Annotated[float | None, NOT_NEGATIVE] = None
+    cpu_wait_cores: Annotated[float | None, NOT_NEGATIVE] = None
+    other_cpu_cores: Annotated[float | None, NOT_NEGATIVE] = None
     gpu_util_mean_pct: float | None = None
     gpu_power_mean_w: float | None = None
     gpu_sm_clock_mean_mhz: float | None = None
     gpu_temp_max_c: float | None = None
     gpu_energy_j: float | None = None
-    throttle_reasons: str | None = None
+    throttle_reasons: str | None = None  # comma-separated NVML reasons seen in the epoch
     flops_per_item: float | None = None
+
+
+@dataclass(frozen=True)
+class MeasurementLine(MeasurementFields, _Line):
+    """One epoch (or timed round): `EpochMeter.summary()`'s figures, the probes' peaks,
+    the FLOP model's count, and the workload's own metrics (flattened on the line)."""
+
+    KIND: ClassVar[str] = "measurement"
+
     metrics: dict[str, float] = field(default_factory=dict)  # the workload's, with units
 
     def __post_init__(self) -> None:
@@ -202,37 +213,56 @@ class TimingLine(_Line):
 
 
 @dataclass(frozen=True)
-class ProvenanceLine(_Line):
-    """Where the cell ran and with what, as the worker saw it; the driver adds its own
-    fields (image, node, tool, price) into the stored `ProvenanceRecord`."""
-
-    KIND: ClassVar[str] = "provenance"
+class ProvenanceFields:
+    """Where the cell ran and with what, as the worker sees it, declared once: the worker's
+    line has these fields (ProvenanceLine), and the driver's stored record takes them from
+    here and adds its own (results/records.py: ProvenanceRecord)."""
 
     python: str | None = None
-    hostname: str | None = None
+    hostname: str | None = None  # the worker's (a container's own under docker)
     cpu_model: str | None = None
     cpu_count: int | None = None
-    cpu_threads: int | None = None  # the framework's intra-op threads (worker/threads.py)
-    cpus_usable: int | None = None  # the CPUs the worker may use (affinity, quota, Slurm)
-    thread_settings: dict[str, str] | None = None  # OMP_NUM_THREADS ... as the worker had them
+    # the threads it computed with: the framework's count (torch's; None where the framework
+    # does not say) and the math libraries' settings it started with (threads.py: OMP_NUM_
+    # THREADS ...; {} where none was set, None in a record made before they were recorded)
+    cpu_threads: Annotated[int | None, Bound(ge=1)] = None
+    thread_settings: dict[str, str] | None = None
+    # the CPUs the worker could compute on (threads.py: usable_cpus), which `cpu_count` (the
+    # machine's) overstates under taskset, a cgroup quota or Slurm's --cpus-per-task
+    cpus_usable: Annotated[int | None, Bound(ge=1)] = None
     framework: str | None = None
     framework_version: str | None = None
     data_sha256: dict[str, str] | None = None  # data file name -> sha256
-    precision_switches: dict[str, str] | None = None  # switch -> its value, as text
-    compute_device: str | None = None  # where the framework holds the model, read back
-    devices_used: int | None = None  # the GPUs (or ranks) the workload trains on
+    # precision switch -> its value as text, as the framework reported it after the
+    # workload set it
+    precision_switches: dict[str, str] | None = None
+    # the device the framework held the model on, read back ("cuda:0", "gpu:0", "cpu")
+    compute_device: str | None = None
+    # the devices the cell trained on (GPUs, or ranks on a CPU): its peak is theirs, which
+    # may be fewer than the node's gpu_count (gpt_lm with workers: 1 on an 8-GPU node)
+    devices_used: int | None = None
     cuda: str | None = None
     cudnn: str | None = None
     driver: str | None = None
     gpu_model: str | None = None
     gpu_count: int | None = None
-    gpu_memory_bytes: int | None = None
-    gpu_power_limit_w: float | None = None
-    ceiling_flops: float | None = None  # the node's ceiling (worker/ceiling.py), or ...
+    gpu_memory_bytes: int | None = None  # each card's memory, as the driver reports it
+    gpu_power_limit_w: float | None = None  # the enforced power limit of one card
+    # the node's measured ceiling at the cell's precision (ceiling.py), where this cell
+    # measured it: FLOP/s of one device, the probe, its cost; or why none was measured
+    ceiling_flops: float | None = None
     ceiling_precision: str | None = None
     ceiling_probe: str | None = None
     ceiling_cost_s: float | None = None
-    ceiling_gap: str | None = None  # ... why none was measured where one was asked for
+    ceiling_gap: str | None = None
+
+
+@dataclass(frozen=True)
+class ProvenanceLine(ProvenanceFields, _Line):
+    """Where the cell ran and with what, as the worker saw it; the driver adds its own
+    fields (image, node, tool, price) into the stored `ProvenanceRecord`."""
+
+    KIND: ClassVar[str] = "provenance"
 
 
 Line = MeasurementLine | ClientLine | ErrorLine | TimingLine | ProvenanceLine
@@ -319,49 +349,3 @@ def read_out_file(path: str) -> WorkerOutput:
             return read_out(handle.read().splitlines())
     except FileNotFoundError:
         return WorkerOutput()
-
-
-def mismatch(value: Any, hint: Any) -> str | None:
-    """Why `value` (from JSON) is not of the type `hint`, or None where it is. Types as the
-    records declare them: str, int, float (an int is one), bool, an Enum, a Literal,
-    `X | None`, dict[str, X]."""
-    origin, args = get_origin(hint), get_args(hint)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        whys = [mismatch(value, arg) for arg in args if arg is not type(None)]
-        return None if None in whys else whys[0]
-    if origin is Literal:
-        return None if value in args else f"is {value!r}, not one of {', '.join(map(repr, args))}"
-    if origin is dict:
-        if not isinstance(value, dict):
-            return f"is {_what(value)}, not an object"
-        for key, item in value.items():
-            if why := mismatch(item, args[1]):
-                return f"has {key!r} that {why}"
-        return None
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        allowed = [member.value for member in hint]
-        return None if value in allowed else (
-            f"is {value!r}, not one of {', '.join(map(repr, allowed))}")
-    wanted, name = _PLAIN[hint]
-    if isinstance(value, wanted) and (hint is bool or not isinstance(value, bool)):
-        return None
-    return f"is {_what(value)}, not {name}"
-
-
-_PLAIN: dict[Any, tuple[tuple[type, ...], str]] = {
-    float: ((int, float), "a number"), int: ((int,), "an integer"), str: ((str,), "text"),
-    bool: ((bool,), "true or false")}
-
-
-def _as_declared(value: Any, hint: Any) -> Any:
-    """A value that passed `mismatch` as the record holds it: an Enum's member for its value."""
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return hint(value)
-    return value
-
-
-def _what(value: Any) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 40 else f"{type(value).__name__} {shown[:37]}..."
