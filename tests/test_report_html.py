@@ -13,9 +13,18 @@ import pytest
 
 from orchestrator.report.frame import run_frame
 from orchestrator.report.html import write_report_html
+from orchestrator.report.markdown import (
+    Figure,
+    flag_line,
+    fmt_pct,
+    fmt_rate,
+    fmt_ratio,
+    fmt_usd,
+    table,
+)
 from orchestrator.report.writer import write_report
 from tests.browser import Browser
-from tests.conftest import run_cli, write
+from tests.conftest import run_cli
 from tests.report_fixtures import fixture_run
 from tests.store_runs import write_run
 
@@ -74,19 +83,11 @@ def test_each_markdown_table_becomes_an_html_table(fixture_report):
 def test_report_text_is_escaped_once_and_never_becomes_markup_or_a_link(tmp_path):
     (tmp_path / "plots").mkdir()
     (tmp_path / "outside.png").write_bytes(b"\x89PNG not really")
-    report = write(tmp_path / "report.md", """
-        # R&D <run>
-
-        | where | reason | $/hour |
-        | --- | --- | --- |
-        | a/b | <script>alert(1)</script> & &amp; [x](https://evil.example) | 3 |
-        | c/d | see <http://evil.example/x> | 12.5 |
-
-        ![gone](plots/missing.png)
-
-        ![escape](../outside.png)
-        """)
-    page = write_report_html(report).read_text()
+    lines = ["# R&D <run>", "", *table(["where", "reason", "$/hour"], [
+        ["a/b", "<script>alert(1)</script> & &amp; [x](https://evil.example)", 3],
+        ["c/d", "see <http://evil.example/x>", fmt_usd(12.5)]]), "",
+        "![gone](plots/missing.png)", "", "![escape](../outside.png)"]
+    page = write_report_html(tmp_path / "report.html", lines, "unused").read_text()
     assert "<title>R&amp;D &lt;run&gt;</title>" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &amp; [x](https://evil.example)" in page
     assert "<script>alert" not in page and "&amp;amp;" not in page and "href=" not in page
@@ -94,38 +95,41 @@ def test_report_text_is_escaped_once_and_never_becomes_markup_or_a_link(tmp_path
     assert page.count('<span class="missing">[figure not found:') == 2
 
 
-def test_numeric_columns_align_right_and_a_flag_line_spans_the_table(tmp_path):
-    report = write(tmp_path / "report.md", """
-        # numbers
-
-        | hardware | n | items/s | spread | speedup | $/epoch | flags |
-        | --- | --- | --- | --- | --- | --- | --- |
-        | a100 | 6 (3x) | 1,000 | 1.5% | 1.80x | 0.05 | over the peak |
-        | ↳ implausible: 412 TFLOP/s, over the 312 TFLOP/s peak |  |  |  |  |  |  |
-        | v100 | 6 (3x) | 500 | 12.0% |  | 1.2e-05 |  |
-        | ↳ contended: <b>a worker's</b> & its [link](https://evil.example) |  |  |  |  |  |  |
-        """)
-    page = write_report_html(report).read_text()
+def test_numeric_columns_align_right_by_the_numbers_the_report_made(tmp_path):
+    """A column is numeric where every filled cell is a number the report formatted (a
+    Figure) or a number; its cells carry it, and the table sorts by it. Text that only
+    looks like a number (a version) is text: nothing is read back from the page's text."""
+    lines = ["# numbers", "", *table(
+        ["hardware", "n", "items/s", "spread", "speedup", "$/epoch", "torch", "flags"], [
+            ["a100", Figure("6 (3x)", 6), fmt_rate(1000.0), fmt_pct(0.015), fmt_ratio(1.8),
+             fmt_usd(0.05), "2.10", "over the peak"],
+            flag_line("implausible: 412 TFLOP/s, over the 312 TFLOP/s peak", 8),
+            ["v100", Figure("6 (3x)", 6), fmt_rate(500.0), fmt_pct(0.12), "",
+             fmt_usd(1.2e-05), "2.9", ""],
+            flag_line("contended: <b>a worker's</b> & its [link](https://evil.example)", 8)])]
+    page = write_report_html(tmp_path / "report.html", lines, "numbers").read_text()
     headers = re.findall(r"<th( class=\"num\")?>([^<]+)</th>", page)
     assert [name for numeric, name in headers if numeric] == \
         ["n", "items/s", "spread", "speedup", "$/epoch"]
-    assert '<td class="num">1,000</td>' in page and '<td class="word">a100</td>' in page
+    assert '<td class="num" data-value="1000.0">1,000</td>' in page
+    assert '<td class="num" data-value="6.0">6 (3x)</td>' in page
+    assert '<td class="num" data-value="1.2e-05">1.2e-05</td>' in page
+    assert '<td class="word">a100</td>' in page and '<td class="word">2.10</td>' in page
     assert "<td>over the peak</td>" in page  # words may wrap
-    assert ('<tr>\n<td colspan="7" class="flag"><span class="why">↳ implausible: 412 TFLOP/s, '
+    assert ('<tr>\n<td colspan="8" class="flag"><span class="why">↳ implausible: 412 TFLOP/s, '
             "over the 312 TFLOP/s peak</span></td>\n</tr>") in page
     # the span is the only markup: the reason itself stays text
     assert ('<span class="why">↳ contended: &lt;b&gt;a worker\'s&lt;/b&gt; &amp; its '
             "[link](https://evil.example)</span>") in page
+    assert "NUMBER" not in page and ".match(" not in page  # the script parses no text
 
 
 def test_a_flag_line_under_a_wide_table_wraps_where_it_can_be_read(browser: Browser, tmp_path):
     columns = [f"column {i}" for i in range(24)]
     reason = "contended: " + " ".join(["its threads waited for a CPU"] * 12)
-    report = write(tmp_path / "report.md", "\n".join([
-        "# wide", "", f"| {' | '.join(columns)} |", f"|{' --- |' * len(columns)}",
-        f"| {' | '.join(f'{i:,}' for i in range(1000, 1024))} |",
-        f"| ↳ {reason} |{'  |' * (len(columns) - 1)}", ""]))
-    assert browser.open(write_report_html(report)) == []
+    lines = ["# wide", "", *table(columns, [[fmt_rate(float(i)) for i in range(1000, 1024)],
+                                           flag_line(reason, len(columns))])]
+    assert browser.open(write_report_html(tmp_path / "report.html", lines, "wide")) == []
     box = browser.js("""
         const why = document.querySelector('td.flag .why').getBoundingClientRect();
         const scroll = document.querySelector('.scroll');

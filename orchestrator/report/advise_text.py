@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from orchestrator.report.markdown import money
+from orchestrator.report.markdown import Figure, money
 from orchestrator.worker.units import plural
 
 if TYPE_CHECKING:
@@ -45,12 +45,13 @@ def method(found: Advice) -> list[str]:
 
 def row(p: Projection, scale: float) -> list[str]:
     """One configuration's cells, under `headers`."""
-    return [str(p.repeats or "-"), f"{p.time_s / scale:.3g}",
+    return [Figure(str(p.repeats), p.repeats) if p.repeats else "-",
+            Figure(f"{p.time_s / scale:.3g}", p.time_s / scale),
             _range(p.time_range_s, scale) if p.time_range_s else
             "proj." if p.projected else "none",
             "-" if p.cost_usd is None else money(p.cost_usd),
             _money_range(p.cost_range_usd) if p.cost_range_usd else "-",
-            "-" if p.energy_kwh is None else f"{p.energy_kwh:.3g}",
+            "-" if p.energy_kwh is None else Figure(f"{p.energy_kwh:.3g}", p.energy_kwh),
             ", ".join([*p.marks, *(f"flagged {p.flags}",) * bool(p.flags)])]
 
 

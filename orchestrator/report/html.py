@@ -1,33 +1,34 @@
 """report.html beside report.md: the same report as one self-contained page to open in a
 browser or mail to someone.
 
-The markdown is rendered with markdown-it (CommonMark and tables; raw HTML and links off:
-the report quotes workloads' error messages, which must stay text). Its figures are embedded as data
-URIs, and the styles and the script that sorts each table by a click on its header are
-inline, so the page loads nothing from anywhere: its Content-Security-Policy says so too.
+It is made from the report's lines, as report.md is. Its text is rendered with markdown-it
+(CommonMark and tables; raw HTML and links off: the report quotes workloads' error
+messages, which must stay text). Each table the report built (markdown.TableLines) is made
+from its typed rows: a column of numbers is right-aligned and each of its cells carries
+its number (`data-value`), by which the table sorts; no number is read back from text.
+Its figures are embedded as data URIs, and the styles and the script that sorts each
+table by a click on its header are inline, so the page loads nothing from anywhere: its
+Content-Security-Policy says so too.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import re
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.report.markdown import Table, TableLines, number_of, plain_text
 from orchestrator.results.run_directory import atomic_write
 
 if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
     from markdown_it.token import Token
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                ".svg": "image/svg+xml"}
-# A cell that reads as a number: 1,234 / 0.5 / 12.3% / 1.80x / $0.05 / 6 (3x) / 1.2e-05.
-# Each digit has one place to go (an optional integer part before an optional `.` once let
-# a digit run split anywhere: 30,000 digits and a letter took 40 s), so matching is linear.
-NUMERIC = re.compile(r"[-+]?\$?(?:\d(?:[\d,]*\d)?(?:\.\d+)?|\.\d+)"
-                     r"(?:e[-+]?\d+)?\s*(?:%|x|\(\d+x\))?", re.IGNORECASE)
 FLAG = "↳"  # begins the line under a flagged row that says why (markdown.flag_line)
 ONE_WORD = 40  # a one-word cell up to this long stays on one line
 CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -67,19 +68,19 @@ th[aria-sort="descending"] button::after { content: " \\25BC"; }
 .missing { color: #9b2c2c; font-style: italic; }
 """
 
-# Every table sorts by the column whose header is clicked: numbers as numbers (1,234 / 12%
-# / $0.05), text in natural order, empty cells last either way; a second click reverses.
-# A row that begins with "↳" explains the row above it and moves with that row.
+# Every table sorts by the column whose header is clicked: by the numbers its cells carry
+# (data-value), text in natural order, empty cells last either way; a second click
+# reverses. A flag line (its one cell of class "flag") explains the row above it and moves
+# with that row.
 SCRIPT = """
 (function () {
   "use strict";
-  var NUMBER = /^[-+]?\\$?(\\d[\\d,]*)?\\.?\\d+(e[-+]?\\d+)?/i;
   function key(row, column) {
     var cell = row.cells[column];
     var text = cell ? cell.textContent.trim() : "";
-    var match = text.match(NUMBER);
-    return {empty: text === "", text: text,
-            number: match ? parseFloat(match[0].replace(/[$,]/g, "")) : null};
+    var number = cell && cell.hasAttribute("data-value") ?
+      parseFloat(cell.getAttribute("data-value")) : null;
+    return {empty: text === "", text: text, number: number};
   }
   function compare(a, b) {
     if (a.empty || b.empty) { return a.empty === b.empty ? 0 : (a.empty ? 1 : -1); }
@@ -92,8 +93,8 @@ SCRIPT = """
     var body = table.tBodies[0];
     var groups = [];
     Array.prototype.forEach.call(body.rows, function (row) {
-      var first = row.cells[0] ? row.cells[0].textContent.trim() : "";
-      if (first.charAt(0) === "\\u21b3" && groups.length) {
+      var flag = row.cells[0] && row.cells[0].classList.contains("flag");
+      if (flag && groups.length) {
         groups[groups.length - 1].rows.push(row);
       } else {
         groups.push({key: key(row, column), rows: [row], at: groups.length});
@@ -126,23 +127,40 @@ SCRIPT = """
 """
 
 
-def write_report_html(report_md: Path) -> Path:
-    """Render `report_md` as report.html beside it (atomically); returns its path."""
+def write_report_html(path: Path, lines: Sequence[str], title: str) -> Path:
+    """Render the report's `lines` (as report.md joins them; figures relative to `path`'s
+    folder) as the page at `path`, atomically; returns its path. `title` where the report
+    has no heading."""
     from markdown_it import MarkdownIt
 
     parser = MarkdownIt("commonmark", {"html": False}).enable("table") \
         .disable(["link", "autolink"])  # the report makes none; a quoted error's stay text
-    tokens = parser.parse(report_md.read_text())
-    title = _title(tokens) or report_md.parent.name
-    _embed_images(tokens, report_md.parent)
-    tokens = _join_flag_lines(tokens)
-    _mark_cells(tokens)
-    body = parser.renderer.render(tokens, parser.options, {})
-    body = body.replace("<table>", '<div class="scroll"><table>') \
-        .replace("</table>", "</table></div>")  # markdown-it escapes these in text
-    path = report_md.with_name("report.html")
-    atomic_write(path, _page(title, body).encode())
+    def inline(text: str) -> str:
+        rendered: str = parser.renderInline(text)
+        return rendered
+
+    parts: list[str] = []
+    text: list[str] = []
+    for line in lines:
+        if isinstance(line, TableLines):
+            parts += [_rendered(parser, text, path.parent), _table(line.table, inline)]
+            text = []
+        else:
+            text.append(line)
+    parts.append(_rendered(parser, text, path.parent))
+    heading = _title(parser.parse("\n".join(line for line in lines
+                                            if not isinstance(line, TableLines))))
+    atomic_write(path, _page(heading or title, "".join(parts)).encode())
     return path
+
+
+def _rendered(parser: MarkdownIt, lines: list[str], folder: Path) -> str:
+    """Lines of the report's text (no table of its own among them), as HTML."""
+    tokens = parser.parse("\n".join(lines))
+    _embed_images(tokens, folder)
+    body: str = parser.renderer.render(tokens, parser.options, {})
+    return body.replace("<table>", '<div class="scroll"><table>') \
+        .replace("</table>", "</table></div>")  # a table in a view's own text
 
 
 def _page(title: str, body: str) -> str:
@@ -193,61 +211,45 @@ def _data_uri(folder: Path, source: str) -> str | None:
     return f"data:{kind};base64,{base64.b64encode(path.read_bytes()).decode('ascii')}"
 
 
-def _join_flag_lines(tokens: list[Token]) -> list[Token]:
-    """Each flag line (a row of "↳ why" and empty cells, under the row it explains) as one
-    cell across the table, so its sentence is not squeezed into the first column."""
-    joined: list[Token] = []
-    row: list[Token] = []
-    for token in tokens:
-        if token.type == "tr_open":
-            row = [token]
-        elif row:
-            row.append(token)
-            if token.type == "tr_close":
-                joined += _joined_row(row)
-                row = []
-        else:
-            joined.append(token)
-    return joined
+def _table(table: Table, inline: Callable[[str], str]) -> str:
+    """The table as HTML from its typed rows: each cell's text rendered inline (escaped;
+    code spans kept), a column whose filled cells all stand for numbers right-aligned with
+    each number on its cell, other one-word cells kept on one line, and a flag line (its
+    first cell "↳ why", the others empty) one cell across the table."""
+    width = len(table.headers)
+    rows = [row for row in table.rows if not _is_flag_line(row)]
+    numeric = [bool(filled) and all(number_of(cell) is not None for cell in filled)
+               for column in range(width)
+               for filled in [[row[column] for row in rows if column < len(row)
+                               and plain_text(row[column])]]]
+    head = "".join(f"<th{_class('num' if numeric[c] else '')}>{inline(plain_text(name))}</th>\n"
+                   for c, name in enumerate(table.headers))
+    body = []
+    for row in table.rows:
+        if _is_flag_line(row):
+            why = inline(plain_text(row[0]))
+            body.append(f'<tr>\n<td colspan="{width}" class="flag"><span class="why">{why}'
+                        "</span></td>\n</tr>\n")
+            continue
+        cells = []
+        for column, cell in enumerate(row):
+            text = plain_text(cell)
+            number = number_of(cell) if column < width and numeric[column] else None
+            kind = "num" if number is not None else (
+                "word" if text and len(text) <= ONE_WORD and not any(c.isspace() for c in text)
+                else "")
+            value = f' data-value="{number!r}"' if number is not None else ""
+            cells.append(f"<td{_class(kind)}{value}>{inline(text)}</td>\n")
+        body.append(f"<tr>\n{''.join(cells)}</tr>\n")
+    return (f'<div class="scroll"><table>\n<thead>\n<tr>\n{head}</tr>\n</thead>\n'
+            f"<tbody>\n{''.join(body)}</tbody>\n</table></div>\n")
 
 
-def _joined_row(row: list[Token]) -> list[Token]:
-    """`row` (tr_open ... tr_close), with a flag line's cells made one."""
-    cells = [row[i:i + 3] for i in range(1, len(row) - 1, 3)]  # each td_open, inline, td_close
-    first = cells[0][1].content.strip() if cells else ""
-    if not first.startswith(FLAG) or any(cell[1].content.strip() for cell in cells[1:]):
-        return row
-    from markdown_it.token import Token
-
-    cells[0][0].attrSet("colspan", str(len(cells)))
-    cells[0][0].attrSet("class", "flag")
-    inline = cells[0][1]  # its text stays text tokens, escaped; only the span is markup
-    inline.children = [Token("html_inline", "", 0, content='<span class="why">'),
-                       *(inline.children or []), Token("html_inline", "", 0, content="</span>")]
-    return [row[0], *cells[0], row[-1]]
+def _is_flag_line(row: Sequence[object]) -> bool:
+    """A row that says why the row above it is flagged (markdown.flag_line)."""
+    return bool(row) and plain_text(row[0]).startswith(FLAG) and not any(
+        plain_text(cell) for cell in row[1:])
 
 
-def _mark_cells(tokens: list[Token]) -> None:
-    """Right-align each table column whose non-empty cells all read as numbers, and keep
-    other one-word cells (names, paths, versions) from breaking at their hyphens."""
-    rows: list[list[tuple[Token, str]]] = []
-    for index, token in enumerate(tokens):
-        if token.type == "table_open":
-            rows = []
-        elif token.type == "tr_open":
-            rows.append([])
-        elif token.type in ("th_open", "td_open") and rows:
-            rows[-1].append((token, tokens[index + 1].content.strip()))
-        elif token.type == "table_close" and rows:
-            header, body = rows[0], rows[1:]
-            for column, (opening, _) in enumerate(header):
-                cells = [row[column] for row in body if column < len(row)]
-                filled = [text for _, text in cells if text]
-                numeric = bool(filled) and all(NUMERIC.fullmatch(text) for text in filled)
-                if numeric:
-                    opening.attrJoin("class", "num")
-                for cell, text in cells:
-                    if numeric:
-                        cell.attrJoin("class", "num")
-                    elif text and len(text) <= ONE_WORD and not any(c.isspace() for c in text):
-                        cell.attrJoin("class", "word")
+def _class(name: str) -> str:
+    return f' class="{name}"' if name else ""

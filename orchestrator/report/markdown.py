@@ -1,25 +1,77 @@
 """Markdown for the report: tables and the number formats every table shares.
 
-Empty strings for missing figures (None or NaN), so a table never shows "nan".
+Empty strings for missing figures (None or NaN), so a table never shows "nan". A number a
+formatter writes is a `Figure`, text that carries the number it stands for, and a table
+is `TableLines`, its markdown carrying its rows: report.html builds its tables from those
+rows and sorts and aligns them by the numbers, never reading a number back from text.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from orchestrator.errors import escaped
 
 MIB = 1024 * 1024
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
-    """A markdown table; every cell shown as text (`cell_text`), so no value a user or a
-    workload supplies can end a row, start a heading or reach a terminal as a control."""
-    def line(values: Iterable[object]) -> str:
-        return "| " + " | ".join(cell_text(v) for v in values) + " |"
+class Figure(str):
+    """A number as a table shows it ("1,204", "12.3%", "$0.05"): the text, carrying the
+    number it stands for (`value`). Everything that reads text reads it as its text."""
 
-    return [line(headers), line("---" for _ in headers), *(line(r) for r in rows)]
+    value: float
+
+    def __new__(cls, text: str, value: float = math.nan) -> Figure:
+        made = super().__new__(cls, text)
+        made.value = float(value)
+        return made
+
+
+def number_of(cell: object) -> float | None:
+    """The number a table cell stands for, a Figure's or a number's own, where finite; None
+    for text (and for an empty cell)."""
+    number = cell.value if isinstance(cell, Figure) else cell
+    if isinstance(number, numbers.Real) and not isinstance(number, bool) \
+            and math.isfinite(number):
+        return float(number)
+    return None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table as the report builds it: its headers and its rows of cells (Figures, numbers
+    or any value shown as text)."""
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[object, ...], ...]
+
+
+class TableLines(str):
+    """A table's markdown lines, as one string among the report's lines, carrying the
+    `table` they were made from."""
+
+    table: Table
+
+    def __new__(cls, table: Table) -> TableLines:
+        def line(values: Iterable[object]) -> str:
+            return "| " + " | ".join(cell_text(v) for v in values) + " |"
+
+        made = super().__new__(cls, "\n".join([
+            line(table.headers), line("---" for _ in table.headers),
+            *(line(row) for row in table.rows)]))
+        made.table = table
+        return made
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+    """A markdown table, as one entry of the report's lines (TableLines); every cell shown
+    as text (`cell_text`), so no value a user or a workload supplies can end a row, start a
+    heading or reach a terminal as a control."""
+    return [TableLines(Table(tuple(headers), tuple(tuple(row) for row in rows)))]
 
 
 def plain_text(value: object) -> str:
@@ -53,22 +105,26 @@ def present(value: object) -> bool:
 
 
 def fmt(value: object) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return plain_text(value)
+    """A setting or any value as text; a number as a Figure (8.0 as "8")."""
+    text = str(int(value)) if isinstance(value, float) and value.is_integer() \
+        else plain_text(value)
+    number = number_of(value)
+    return text if number is None else Figure(text, number)
 
 
 def _number(template: str, scale: float = 1.0) -> Callable[[float | None], str]:
     """A formatter for one kind of figure: `template` applied to value x `scale`."""
     def render(value: float | None) -> str:
-        return "" if value is None or value != value else template.format(value * scale)
+        if value is None or value != value:
+            return ""
+        return Figure(template.format(value * scale), value)
     return render
 
 
 def fmt_metric(value: float | None) -> str:
     if value is None or value != value:
         return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return Figure(f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}", value)
 
 
 def fmt_rate(value: float | None) -> str:
@@ -77,7 +133,7 @@ def fmt_rate(value: float | None) -> str:
     significant digits below (1.204, 999.5), so no small rate rounds to an integer."""
     if value is None or value != value:
         return ""
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return Figure(f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}", value)
 
 
 fmt_mib = _number("{:,.0f}", 1 / MIB)  # bytes as MiB
@@ -92,9 +148,7 @@ fmt_seconds = _number("{:.3f}")  # seconds
 def money(usd: float) -> str:
     """Dollars to three significant figures, never fewer than cents: 0.0646, 4.20,
     1,234.50 (an interval of 0.0645-0.0648 is not '0.06')."""
-    import math
-
     if usd == 0 or not math.isfinite(usd):
-        return f"{usd:,.2f}"
+        return Figure(f"{usd:,.2f}", usd)
     decimals = max(2, 2 - math.floor(math.log10(abs(usd))))
-    return f"{usd:,.{decimals}f}"
+    return Figure(f"{usd:,.{decimals}f}", usd)

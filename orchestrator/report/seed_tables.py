@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from orchestrator.report.markdown import flag_line, fmt, fmt_rate, table
+from orchestrator.report.markdown import Figure, flag_line, fmt, fmt_rate, fmt_seconds, table
 from orchestrator.results.columns import param_column
 from orchestrator.worker.units import plural
 from orchestrator.worker.workload_code import optional_module
@@ -31,10 +31,12 @@ def scaling(summary: pd.DataFrame, unit: str) -> list[str]:
     batch = param_column("batch_size") if param_column("batch_size") in scaled else None
     order = ["devices", *([batch] if batch else [])]
     ordered = scaled.sort_values(["hardware", *order])
-    rows = flagged([[where(summary, row), str(row["devices"]),
+    rows = flagged([[where(summary, row), fmt(row["devices"]),
                      *([fmt(row[batch])] if batch else []),
-                     f"{row['train_s']:.3f}", fmt_rate(row["items_per_s"]),
-                     f"{row['speedup_ratio']:.2f}", f"{row['parallel_efficiency_fraction']:.0%}"]
+                     fmt_seconds(row["train_s"]), fmt_rate(row["items_per_s"]),
+                     Figure(f"{row['speedup_ratio']:.2f}", row["speedup_ratio"]),
+                     Figure(f"{row['parallel_efficiency_fraction']:.0%}",
+                            row["parallel_efficiency_fraction"])]
                     for _, row in ordered.iterrows()], ordered)
     headers = ["where", "devices", *(["batch"] if batch else []), "timed s", f"{plural(unit)}/s",
                "speedup", "efficiency"]

@@ -13,7 +13,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.report.analysis import NOISY_SPREAD
-from orchestrator.report.markdown import fmt, fmt_mib, fmt_pct, fmt_seconds, fmt_usd, table
+from orchestrator.report.markdown import (
+    Figure,
+    fmt,
+    fmt_mib,
+    fmt_pct,
+    fmt_seconds,
+    fmt_usd,
+    table,
+)
 from orchestrator.results.columns import param_name, setting_columns
 from orchestrator.results.records import Flag
 
@@ -50,8 +58,8 @@ def _section(workload: str, group: pd.DataFrame) -> list[str]:
     varying = [c for c in params if group[c].astype(str).nunique() > 1]
     optional = [(column, header, render) for column, header, render in (
         ("nvml_used_peak_bytes", "GPU mem MiB", fmt_mib),
-        ("gpu_util_mean_pct", "GPU util %", lambda v: f"{v:.0f}"),
-        ("gpu_power_mean_w", "GPU W", lambda v: f"{v:.0f}"),
+        ("gpu_util_mean_pct", "GPU util %", lambda v: Figure(f"{v:.0f}", v)),
+        ("gpu_power_mean_w", "GPU W", lambda v: Figure(f"{v:.0f}", v)),
         ("epoch_cost_usd", "$/run", fmt_usd)) if column in group]
     headers = ["hardware", "stack", *(param_name(c) for c in varying), "n",
                "wall s", "spread", "host RSS MiB", *(h for _, h, _ in optional), "flags"]

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 from orchestrator import failpoints
 from orchestrator.plan.repeats import settled
 from orchestrator.report.analysis import NOISY_SPREAD, config_summary
-from orchestrator.report.ceilings import BELOW_DATASHEET, node_ceilings
 from orchestrator.report.choices import best_choices
+from orchestrator.report.environment import environment_section
 from orchestrator.report.html import write_report_html
 from orchestrator.report.job_section import FIGURE as JOB_FIGURE
 from orchestrator.report.job_section import answer_job, job_section
 from orchestrator.report.markdown import (
+    Figure,
     code_block,
     flag_line,
     fmt,
@@ -74,11 +75,11 @@ def write_report(out_dir: Path, df: pd.DataFrame, skipped: Sequence[Skipped] = (
         if drawn is not None:
             save(drawn, out_dir / JOB_FIGURE)
         job_lines = job_section(answer, job, JOB_FIGURE if drawn is not None else None)
-    text = render(df, title or out_dir.name, skipped, figures, now, log_tails, job_lines)
+    lines = report_lines(df, title or out_dir.name, skipped, figures, now, log_tails, job_lines)
     failpoints.reached("report")  # the fault tests kill a sweep here, figures written
     path = out_dir / "report.md"
-    atomic_write(path, text.encode())
-    write_report_html(path)
+    atomic_write(path, ("\n".join(lines) + "\n").encode())
+    write_report_html(out_dir / "report.html", lines, title or out_dir.name)
     return path
 
 
@@ -102,6 +103,16 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
            figures: dict[str, list[tuple[str, str]]] | None = None,
            now: datetime | None = None, log_tails: Mapping[str, str] | None = None,
            job_lines: Sequence[str] = ()) -> str:
+    """report.md's text (`report_lines`, joined)."""
+    return "\n".join(report_lines(df, title, skipped, figures, now, log_tails, job_lines)) + "\n"
+
+
+def report_lines(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
+                 figures: dict[str, list[tuple[str, str]]] | None = None,
+                 now: datetime | None = None, log_tails: Mapping[str, str] | None = None,
+                 job_lines: Sequence[str] = ()) -> list[str]:
+    """The report's lines: its text, and each of its tables as one entry that carries its
+    typed rows (markdown.TableLines), from which report.html builds it."""
     runs = df["run_dir"].nunique() if "run_dir" in df and len(df) else 1
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"# {title}", "",
@@ -117,8 +128,8 @@ def render(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
     lines += _cost_section(df)
     lines += _problems_section(df, log_tails or {})
     lines += _skipped_section(skipped)
-    lines += _environment_section(df)
-    return "\n".join(lines) + "\n"
+    lines += environment_section(df)
+    return lines
 
 
 def _choices_section(df: pd.DataFrame, summaries: list[tuple[str, pd.DataFrame, str]]
@@ -169,10 +180,12 @@ def _cost_section(df: pd.DataFrame) -> list[str]:
     for hardware, group in cells.groupby("hardware", sort=True):
         first = group.iloc[0]
         instance, source = first.get("instance_type"), first.get("price_source")
+        hours = float(group["wall_s"].sum()) / 3600
         rows.append([hardware, instance if present(instance) else "-",
-                     f"{first['price_per_hour_usd']:g}", source if present(source) else "-",
-                     len(group),
-                     f"{group['wall_s'].sum() / 3600:.3f}", f"{group['cell_cost_usd'].sum():.2f}"])
+                     Figure(f"{first['price_per_hour_usd']:g}", first["price_per_hour_usd"]),
+                     source if present(source) else "-", len(group),
+                     Figure(f"{hours:.3f}", hours),
+                     _money_cell(float(group["cell_cost_usd"].sum()))])
     total = float(cells["cell_cost_usd"].sum())
     lines = ["## Cost", "", *table(["hardware", "instance type", "$/hour", "price", "cells",
                                     "cell hours", "$"], rows)]
@@ -210,13 +223,14 @@ def _workload_section(summary: pd.DataFrame, workload: str, unit: str,
     headers += ["$/epoch", f"$/M {plural(unit)}"] * has_cost + ["flags"]
     body = []
     for _, row in summary.iterrows():
-        cells = [row["hardware"], row["stack"], *([str(row["devices"])] * has_devices),
+        cells = [row["hardware"], row["stack"], *([fmt(row["devices"])] * has_devices),
                  *(fmt(row[c]) for c in varying),
-                 f"{row['samples']} ({row['repeats']}x)",
-                 ("≥ " if row.get("epoch_s_lower_bound") else "") + fmt_seconds(row["epoch_s"]),
-                 f"{row['train_s']:.3f}", *[fmt_seconds(row["warmup_s"])] * has_warmup,
+                 Figure(f"{row['samples']} ({row['repeats']}x)", row["samples"]),
+                 Figure(("≥ " if row.get("epoch_s_lower_bound") else "")
+                        + fmt_seconds(row["epoch_s"]), row["epoch_s"]),
+                 fmt_seconds(row["train_s"]), *[fmt_seconds(row["warmup_s"])] * has_warmup,
                  fmt_ms(row["step_s"]), fmt_rate(row["items_per_s"]),
-                 f"{row['spread']:.1%}", *[fmt_pct(row["repeat_cv"])] * has_target]
+                 fmt_pct(row["spread"]), *[fmt_pct(row["repeat_cv"])] * has_target]
         cells += [fmt_rate(row["eval_items_per_s"])] * has_eval
         cells += [fmt_mib(row[f"metric.{m}"]) if m.endswith("_bytes") else
                   fmt_metric(row[f"metric.{m}"]) for m in metrics]
@@ -307,6 +321,11 @@ def _unsettled(summary: pd.DataFrame) -> list[str]:
             "run by more than you asked for.", "", *lines, ""]
 
 
+def _money_cell(usd: float) -> str:
+    """Dollars to the cent, as the cost table shows them."""
+    return Figure(f"{usd:.2f}", usd)
+
+
 def _of_peak(row: pd.Series) -> str:
     """The fraction of peak, or "no peak" where the FLOP/s are known and the peak is not."""
     if present(row["peak_fraction"]):
@@ -356,45 +375,5 @@ def _skipped_section(skipped: Iterable[Skipped]) -> list[str]:
         counts[item.reason] = counts.get(item.reason, 0) + 1
     if not counts:
         return []
-    rows = [[reason, str(n)] for reason, n in sorted(counts.items())]
+    rows = [[reason, n] for reason, n in sorted(counts.items())]
     return ["## Skipped in the last sweep", "", *table(["reason", "cells"], rows), ""]
-
-
-def _environment_section(df: pd.DataFrame) -> list[str]:
-    columns = ["hardware", "hostname", "instance_type", "cpu_model", "cpu_count", "cpus_usable",
-               "cpu_threads", "gpu_model", "gpu_count", "driver", "python", "framework",
-               "framework_version", "cuda", "cudnn", "repo_digest", "image_id", "tool_version",
-               "git_revision"]
-    shown = [c for c in columns if c in df and df[c].notna().any()]
-    if "hardware" not in shown:
-        return []
-    env = df[shown].drop_duplicates()
-    rows = [[fmt(v) if present(v) else "" for v in row] for row in env.itertuples(index=False)]
-    return ["## Environment", "", *table(shown, rows), "", *_ceilings_section(df)]
-
-
-def _ceilings_section(df: pd.DataFrame) -> list[str]:
-    """Each node's measured ceiling per stack, framework and precision, against its GPU's
-    datasheet (docs/MEASUREMENT.md: "Each node's own ceiling")."""
-    found = node_ceilings(df)
-    if found.empty:
-        return []
-    rows = []
-    for row in found.to_dict("records"):
-        share = row.get("ceiling_of_peak")
-        datasheet = row.get("peak_source") == "datasheet"
-        of_sheet = "" if not present(share) else fmt_pct(share) + (
-            " of the estimate" if not datasheet else
-            " (below_datasheet)" if share < BELOW_DATASHEET else "")
-        cost = row.get("node_ceiling_cost_s")
-        rows.append([fmt(row["node"]), fmt(row["hardware"]), fmt(row["stack"]),
-                     fmt(row["framework"]), row["precision"],
-                     fmt_tflops(row["node_ceiling_flops"]), of_sheet,
-                     f"{cost:.2g}" if present(cost) else "", fmt(row["node_ceiling_probe"])])
-    return ["### Measured ceilings", "",
-            "What dense matrix products reached on each node, stack and precision in this run, "
-            "per device: each row's % of ceiling reads its FLOP/s against it (% of peak "
-            "against the datasheet, or on a CPU against an estimated upper bound). A GPU "
-            f"under {BELOW_DATASHEET:.0%} of its datasheet is flagged below_datasheet.", "",
-            *table(["node", "hardware", "stack", "framework", "precision", "TFLOP/s",
-                    "of peak", "probe s", "probe"], rows), ""]

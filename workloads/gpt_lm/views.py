@@ -20,7 +20,7 @@ SETTINGS = ("param.preset", "param.dp_mode", "param.precision", "param.batch_siz
 def tokens_and_mfu(summary: pd.DataFrame, unit: str) -> list[str]:
     settings = [c for c in SETTINGS if c in summary and summary[c].astype(str).nunique() > 1]
     ordered = summary.sort_values("items_per_s", ascending=False)
-    rows = flagged([[where(summary, row), str(row["devices"]),
+    rows = flagged([[where(summary, row), fmt(row["devices"]),
                      *(fmt(row[c]) for c in settings), fmt_rate(row["items_per_s"]),
                      fmt_rate(row.get("metric.tokens_per_s_per_rank")),
                      fmt_pct(row["peak_fraction"]) or "no peak", fmt_ms(row["step_s"]),
