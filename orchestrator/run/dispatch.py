@@ -1,4 +1,6 @@
-"""Dispatchers: where and in which order cells run. Both yield each cell's records as it ends.
+"""Dispatchers: where and in which order cells run. Both yield each cell's records as it ends,
+and both ask the sweep's `CellPolicy` (cell_policy.py) whether a cell starts, whether one
+whose node was lost runs again, and how its end counts.
 
 `RayDispatcher` sends each cell to a node that offers the Ray resource `hw:<hardware name>`
 (one unit per node, so a node runs one cell at a time and cells never disturb each other's
@@ -30,15 +32,14 @@ from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import not_run_records
 from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import provider_for, validation_context
-from orchestrator.results.records import CellRecord, Record, Status, parse_record, with_attempts
-from orchestrator.run.budget import BudgetGuard
+from orchestrator.results.records import CellRecord, Record, Status, parse_record
+from orchestrator.run.cell_policy import CellPolicy
 from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S, StartWatch
 from orchestrator.run.ray_address import check_reachable
 from orchestrator.spec.model import Hardware
 
 HW_PREFIX = "hw:"
 EMBEDDED_OBJECT_STORE_BYTES = 100 * 1024 * 1024
-LOST_NODE_RETRIES = 1  # a cell whose node died runs once more, on another node of its hardware
 WAIT_POLL_S = 1.0  # how often the deadlines of waiting cells are checked
 # A submitted cell starts at once unless no node can take it yet (an autoscaler's nodes still
 # booting): past its timeout plus this, it is given up as node_lost.
@@ -70,15 +71,15 @@ class SerialDispatcher:
         return None
 
     def run(self, cells: list[Cell], images: dict[str, ImageRef],
-            guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
+            policy: CellPolicy | None = None) -> Iterator[tuple[Cell, list[Record]]]:
+        policy = policy or CellPolicy()
         for cell in cells:
-            reason = guard.refusal(cell, []) if guard else None
-            if reason:
-                yield cell, budget_stopped_records(cell, reason)
+            refused = policy.refusal(cell, [])  # none runs beside it: it never waits
+            if refused is not None:
+                yield cell, policy.stopped(cell, refused.reason)
                 continue
             records = execute(cell, self.run_root, self.tool, images, node_id=self.node_id)
-            _account(guard, cell, records)
-            yield cell, records
+            yield cell, policy.ended(cell, records)
 
     def close(self) -> None:
         pass
@@ -147,22 +148,22 @@ class RayDispatcher:
                 if key.startswith(HW_PREFIX)}
 
     def run(self, cells: list[Cell], images: dict[str, ImageRef],
-            guard: BudgetGuard | None = None) -> Iterator[tuple[Cell, list[Record]]]:
+            policy: CellPolicy | None = None) -> Iterator[tuple[Cell, list[Record]]]:
         """Submit as many cells of each hardware as nodes offer it (one in embedded mode)
         and yield each as it ends. A cell whose node died runs again on another node of its
-        hardware; where none is left, it waits its timeout for one and is `node_lost`. A
-        cell no node ever started is given up after its timeout plus the grace for nodes to
-        boot, so no cell waits forever. With a `guard`, a cell that could take the spend
-        past the budget waits for running cells to end, and is `budget_stopped` when none
-        runs. If the driver's own node dies, the cells it still runs end as they may, and
+        hardware where the `policy` says so; where none is left, it waits its timeout for
+        one and is `node_lost`. A cell no node ever started is given up after its timeout
+        plus the grace for nodes to boot, so no cell waits forever. A cell the policy holds
+        back waits for running cells to end, and one it stops is `budget_stopped`. If the
+        driver's own node dies, the cells it still runs end as they may, and
         then the driver connects again through another node on this machine, or raises
         DriverNodeLost with the cells not yet started left unrecorded."""
         ray = self.ray
+        policy = policy or CellPolicy()
         if self._starts is None and cells:
             self._starts = StartWatch(ray)
         starts = self._starts
         queue = list(cells)
-        attempt: dict[str, int] = {cell.cell_id: 1 for cell in cells}
         in_flight: dict[Any, tuple[Cell, float]] = {}  # ref -> (cell, submitted at)
         seen: set[str] = set()  # hardware a live node has offered during this sweep
         unoffered_since: dict[str, float] = {}  # hardware offered once, now by no node
@@ -175,12 +176,12 @@ class RayDispatcher:
                     own_node_lost = False
                 running = [c for c, _ in in_flight.values()]
                 for cell in [] if own_node_lost else self._submittable(queue, running):
-                    reason = guard.refusal(cell, running) if guard else None
-                    if reason and running:
-                        continue  # it may fit once the running cells have ended
+                    refused = policy.refusal(cell, running)
+                    if refused is not None and refused.waits:
+                        continue
                     queue.remove(cell)
-                    if reason:
-                        yield cell, budget_stopped_records(cell, reason)
+                    if refused is not None:
+                        yield cell, policy.stopped(cell, refused.reason)
                         continue
                     running.append(cell)
                     ref = self._task.options(
@@ -189,7 +190,7 @@ class RayDispatcher:
                         name=f"cell-{cell.cell_id}",
                     ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
                              images.get(cell.stack.name), starts.board if starts else None,
-                             _token(cell, attempt[cell.cell_id]), self.threads)
+                             _token(cell, policy.attempt(cell)), self.threads)
                     in_flight[ref] = (cell, time.monotonic())
                 ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
                 for ref in ready:
@@ -199,13 +200,10 @@ class RayDispatcher:
                         own_node_lost = True
                         queue.insert(0, cell)  # it never started: not an attempt
                         continue
-                    if lost is Loss.NODE and attempt[cell.cell_id] <= LOST_NODE_RETRIES:
-                        attempt[cell.cell_id] += 1
+                    if lost is Loss.NODE and policy.again(cell):
                         queue.insert(0, cell)  # again, on another node of its hardware
                         continue
-                    records = with_attempts(records, attempt[cell.cell_id])
-                    _account(guard, cell, records)
-                    yield cell, records
+                    yield cell, policy.ended(cell, records)
                 now = time.monotonic()
                 live = self.cluster_hardware()
                 if live is not None:
@@ -215,22 +213,20 @@ class RayDispatcher:
                 if starts is not None:
                     starts.poll()
                 for ref, (cell, since) in list(in_flight.items()):
-                    overdue_s = starts.overdue(_token(cell, attempt[cell.cell_id]),
+                    overdue_s = starts.overdue(_token(cell, policy.attempt(cell)),
                                                cell.timeout_s) if starts else None
                     if overdue_s is not None:  # its executor cannot act: end it from here
                         ray.cancel(ref, force=True)
                         del in_flight[ref]
-                        records = overdue_records(cell, overdue_s, self.run_root)
-                        _account(guard, cell, records)
-                        yield cell, with_attempts(records, attempt[cell.cell_id])
+                        yield cell, policy.ended(cell, overdue_records(cell, overdue_s,
+                                                                       self.run_root))
                         continue
                     reason = self._given_up(cell, now - since,
                                             now - unoffered_since.get(cell.hardware.name, now))
                     if reason:
                         ray.cancel(ref, force=False)
                         del in_flight[ref]
-                        yield cell, with_attempts(lost_node_records(cell, reason),
-                                                   attempt[cell.cell_id])
+                        yield cell, policy.ended(cell, lost_node_records(cell, reason))
         finally:
             # Interrupted: each task's executor kills its worker group or removes its
             # container as Ray stops the task. A cancelled task blocked in a wait does not
@@ -334,15 +330,6 @@ def overdue_records(cell: Cell, running_s: float, run_root: Path) -> list[Record
 
 def _token(cell: Cell, attempt: int) -> str:
     return f"{cell.cell_id}:{attempt}"
-
-
-def budget_stopped_records(cell: Cell, reason: str) -> list[Record]:
-    return not_run_records(cell, Status.BUDGET_STOPPED, reason)
-
-
-def _account(guard: BudgetGuard | None, cell: Cell, records: list[Record]) -> None:
-    if guard is not None and isinstance(records[-1], CellRecord):
-        guard.ended(cell, records[-1].wall_s)
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report
 from orchestrator.results.records import CellRecord, Record, Status, with_attempts
 from orchestrator.results.run_directory import FULL, CellResult, RunDirectory, disk_full
+from orchestrator.run.cell_policy import CellPolicy
 from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with_price
 from orchestrator.run.dispatch import RayDispatcher, SerialDispatcher
 from orchestrator.run.image_builds import build_images, failed_image_records, image_stacks
@@ -238,16 +239,16 @@ class _Sweep:
     def _run_here(self, plan: Plan, here: list[Cell], images: dict[str, ImageRef],
                   recorder: _Recorder, progress: SweepProgress) -> None:
         assert self.dispatcher is not None
-        guard = budget_guard(self.spec.budget_usd,
-                             {n: p.usd_per_hour for n, p in recorder.prices.items()},
-                             plan.estimate_s)
+        policy = CellPolicy(budget_guard(self.spec.budget_usd,
+                                         {n: p.usd_per_hour for n, p in recorder.prices.items()},
+                                         plan.estimate_s))
         waves = Waves(self.spec, self.store, here, self.console,
                       lambda history: self.plan(history, rerun=False, launch=False),
                       self.options.until_decided, self.options.rerun)
         while here:
-            for cell, records in self.dispatcher.run(here, images, guard):
+            for cell, records in self.dispatcher.run(here, images, policy):
                 recorder.record(cell, records)
-            here = waves.next(guard, progress)
+            here = waves.next(policy.guard, progress)
 
     def close(self) -> None:
         if self.dispatcher is not None:

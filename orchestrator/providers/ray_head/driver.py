@@ -24,6 +24,7 @@ from orchestrator.executors.environment import thread_settings
 from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import validation_context
 from orchestrator.results.records import Record
+from orchestrator.run.cell_policy import CellPolicy
 from orchestrator.run.costs import budget_guard
 from orchestrator.run.dispatch import NODE_WAIT_GRACE_S, RayDispatcher
 
@@ -72,13 +73,14 @@ def records_line(seq: int, cell_id: str, records: list[Record]) -> str:
 def drive(driver_input: DriverInput) -> None:
     """Run the cells on this cluster, printing each cell's records as it ends."""
     given = driver_input
-    guard = budget_guard(given.budget_usd, given.usd_per_hour, dict(given.estimate_s),
-                         fixed_usd_per_hour=given.head_usd_per_hour)
+    policy = CellPolicy(budget_guard(given.budget_usd, given.usd_per_hour,
+                                     dict(given.estimate_s),
+                                     fixed_usd_per_hour=given.head_usd_per_hour))
     dispatcher = RayDispatcher(Path(given.run_root).expanduser(), given.tool, [],
                                address="auto", node_wait_grace_s=given.node_wait_grace_s,
                                threads=given.threads)
     try:
-        for seq, (cell, records) in enumerate(dispatcher.run(given.cells, given.images, guard)):
+        for seq, (cell, records) in enumerate(dispatcher.run(given.cells, given.images, policy)):
             print(records_line(seq, cell.cell_id, records), flush=True)
     finally:
         dispatcher.close()

@@ -43,12 +43,11 @@ from orchestrator.results.records import (
     Record,
     Status,
     parse_record,
-    with_attempts,
     with_startup,
 )
+from orchestrator.run.cell_policy import CellPolicy
 from orchestrator.run.costs import budget_guard
 
-LOST_NODE_RETRIES = 1  # as on a Ray cluster: a cell whose node died runs once more
 RECORDS_GRACE_S = 30.0  # records may show on a shared filesystem after Slurm says it ended
 FAILED_POLLS_ALLOWED = 30  # consecutive polls Slurm may fail before the sweep gives up
 THROTTLED = "JobArrayTaskLimit"  # pending behind max_parallel: not waiting on the cluster
@@ -72,7 +71,6 @@ class _Task:
     submission: Submission
     index: int
     array_id: str
-    attempt: int
     queued_since: float  # monotonic; restarts while the task waits on max_parallel only
     # the same on the wall clock, for the cell's recorded queue wait; None for a task an
     # earlier driver submitted (when is not known)
@@ -98,9 +96,10 @@ class SlurmGroup:
         self.accounting = False
         self.pending_said: tuple[tuple[tuple[str, str], int], ...] = ()
         self.pending_said_at = 0.0
-        self.guard = budget_guard(launch.spec.budget_usd,
-                                  {n: p.usd_per_hour for n, p in launch.prices.items()},
-                                  dict(launch.estimate_s))
+        # the sweep's rules for its cells, as every dispatcher asks them (run/cell_policy.py)
+        self.policy = CellPolicy(budget_guard(
+            launch.spec.budget_usd, {n: p.usd_per_hour for n, p in launch.prices.items()},
+            dict(launch.estimate_s)))
 
     def __enter__(self) -> SlurmGroup:
         self.accounting = self.settings.outcomes == "sacct" or (
@@ -112,7 +111,7 @@ class SlurmGroup:
             by_hardware.setdefault(cell.hardware.name, []).append(cell)
         try:
             for cells in by_hardware.values():
-                self._submit(cells, attempt=1)
+                self._submit(cells)
         except BaseException:
             self._cancel_live()
             raise
@@ -159,7 +158,7 @@ class SlurmGroup:
             if submission is None or cell is None or cell.cell_id not in wanted:
                 elsewhere += 1  # a cell outside this sweep's selection (--only)
                 continue
-            self._follow_task(wanted.pop(cell.cell_id), submission, int(index), array_id, 1,
+            self._follow_task(wanted.pop(cell.cell_id), submission, int(index), array_id,
                               submitted_now=False)
             adopted += 1
         for records_file in sorted(self.run_dir.glob("slurm/*/records/*.jsonl")):
@@ -181,7 +180,7 @@ class SlurmGroup:
                             "followed them (journalled now); none is submitted twice")
         return list(wanted.values())
 
-    def _submit(self, cells: list[Cell], attempt: int) -> None:
+    def _submit(self, cells: list[Cell]) -> None:
         hardware = cells[0].hardware
         submission = new_submission(self.run_dir, hardware.name, cells, self.launch.images,
                                     self.launch.tool)
@@ -194,16 +193,16 @@ class SlurmGroup:
         array_id = commands.submit(str(self.script), options,
                                    [str(submission.folder / "manifest.json")])
         for index, cell in enumerate(cells):
-            self._follow_task(cell, submission, index, array_id, attempt)
+            self._follow_task(cell, submission, index, array_id)
         memory = f", {mem_mb / 1024:.3g} GB each" if mem_mb else ""
         self.launch.say(f"slurm: job array {array_id}: {len(cells)} cell(s) of "
                         f"{hardware.name} on partition {partition}{memory}, at most "
                         f"{self.settings.max_parallel} at once")
 
     def _follow_task(self, cell: Cell, submission: Submission, index: int, array_id: str,
-                     attempt: int, submitted_now: bool = True) -> None:
+                     submitted_now: bool = True) -> None:
         with self.lock:
-            task = _Task(cell, submission, index, array_id, attempt, time.monotonic(),
+            task = _Task(cell, submission, index, array_id, time.monotonic(),
                          time.time() if submitted_now else None)
             self.tasks[task.task_id] = task
 
@@ -285,8 +284,8 @@ class SlurmGroup:
                     f"waited {now - task.queued_since:.0f} s in Slurm's queue (reason: "
                     f"{state.detail or 'none given'}), past slurm.queue_timeout_s "
                     f"{self.settings.queue_timeout_s:g}: cancelled before it started"))
-            elif self.guard is not None and (reason := self.guard.refusal(task.cell, running)):
-                self._stop(task, Status.BUDGET_STOPPED, reason)
+            elif refused := self.policy.refusal(task.cell, running, can_wait=False):
+                self._stop(task, Status.BUDGET_STOPPED, refused.reason)
             return
         if state is not None and not state.ended:
             return
@@ -303,11 +302,11 @@ class SlurmGroup:
                                                "and it left no records")
         else:
             status, message = ended_status(state, task.task_id, log)
-        if status is Status.NODE_LOST and task.attempt <= LOST_NODE_RETRIES:
+        if status is Status.NODE_LOST and self.policy.again(task.cell):
             with self.lock:
                 self.tasks.pop(task.task_id, None)
             self.launch.say(f"slurm: {message}; running {task.cell.cell_id} again")
-            self._submit([task.cell], attempt=task.attempt + 1)
+            self._submit([task.cell])
             return
         records = not_run_records(task.cell, status, message, log_tail=log or None)
         if state is not None:  # what it ran for: Slurm's elapsed time
@@ -323,14 +322,10 @@ class SlurmGroup:
         with self.lock:
             if self.tasks.pop(task.task_id, None) is None:
                 return  # cancelled by the sweep meanwhile: not journalled
-        records = with_attempts(records, task.attempt)
         if task.waiting_since is not None and isinstance(records[-1], CellRecord):
             started = datetime.fromisoformat(records[-1].started_at).timestamp()
             records = with_startup(records, queued_s=max(0.0, started - task.waiting_since))
-        ended = records[-1]
-        if self.guard is not None and isinstance(ended, CellRecord):
-            self.guard.ended(task.cell, ended.wall_s)
-        self.launch.record(task.cell, records)
+        self.launch.record(task.cell, self.policy.ended(task.cell, records))
 
 
 def _read_records(path: Path) -> list[Record]:
