@@ -375,3 +375,32 @@ def test_slurm_docs_name_what_the_code_does():
     for needed in ("queue_timeout_s", "max_parallel", "squeue", "sacct", "scancel",
                    "matrix cleanup", "Apptainer", "Pyxis", "shared filesystem"):
         assert needed in text, needed
+
+
+def test_a_noisy_configuration_gets_its_adaptive_repeats_in_the_same_sweep(slurm, tmp_path):
+    """`repeats: {until_cv}` on Slurm: a configuration whose sleeps jitter (each 1 to 4
+    times as long, at random) stays above the target, so after the first array each wave
+    of repeats is one more job array of this sweep, up to `max`. Before, its repeats
+    waited for the next `matrix run`. (Three repeats of the jittery one fall within 5% of
+    each other about once in a thousand sweeps; the quiet one's sleeps overshoot by far
+    less than 5%, but a loaded machine may give it its fourth too.)"""
+    path = write(tmp_path / "m.yaml", """
+        name: noisy
+        hardware: [{name: node, kind: slurm, partition: debug, cpus: 1}]
+        stacks: [{name: env, executor: process}]
+        workloads: [{name: sleep, params: {seconds: 0.4, steps: 2, jitter: [0.0, 3.0]}}]
+        repeats: {min: 3, max: 4, until_cv: 0.05}
+        slurm: {poll_s: 0.5}
+        """)
+    done = run_cli("run", str(path), "--db", "none", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    repeats: dict[float, list[int]] = {}
+    for cell in cell_records(tmp_path / "reports" / "noisy"):
+        assert cell["status"] == "ok", cell
+        repeats.setdefault(cell["param.jitter"], []).append(cell["repeat"])
+    assert sorted(repeats[3.0]) == [1, 2, 3, 4], repeats
+    assert sorted(repeats[0.0]) in ([1, 2, 3], [1, 2, 3, 4]), repeats
+    arrays = [cells for _, cells in arrays_submitted(done.stdout)]
+    assert arrays[0] == 6 and len(arrays) == 2, done.stdout  # the first wave, then one more
+    assert sum(arrays) == len(repeats[0.0]) + len(repeats[3.0])
+    assert "above until_cv 5.0%: one more repeat each" in done.stdout

@@ -87,6 +87,9 @@ class Provider(Protocol):
     """What the rest of the tool asks of a provider."""
 
     launches: bool  # its cells run on nodes it brings up (else here or at --ray-address)
+    # a launching provider whose later waves (adaptive repeats, --until-decided) launch
+    # again in the sweep: cheap where a launch submits a job (Slurm), not a new cluster
+    relaunches: bool
 
     def hardware_problem(self, hardware: Hardware) -> str | None:
         """Why this entry of one of its kinds cannot be had (a missing or unknown instance
@@ -155,7 +158,7 @@ class BaseProvider:
     """The answers of a provider with nothing to say: subclass it and override what yours
     does (a provider need not price, launch or clean up)."""
 
-    launches = False
+    launches = relaunches = False
 
     def hardware_problem(self, hardware: Hardware) -> str | None:
         return None

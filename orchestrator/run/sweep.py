@@ -209,7 +209,8 @@ class _Sweep:
 
     def execute(self, plan: Plan, launched: dict[str, list[Cell]], recorder: _Recorder) -> None:
         """Build the images, then run the cells: each launching provider's in its group,
-        the rest here (and their adaptive repeats, in waves)."""
+        the rest here, and the later waves of both (adaptive repeats, --until-decided's)
+        where the provider relaunches (Slurm: one more job array per wave)."""
         to_run, images = _images_for(self.spec, plan.to_run, self.store.root, recorder.record,
                                      self.console)
         launched = {name: kept for name, cells in launched.items()
@@ -223,18 +224,27 @@ class _Sweep:
         serial = self.dispatcher is None or self.dispatcher.cluster_hardware() is None
         in_flight = (1 if serial or self.options.no_ray else len(here)) + len(away)
         estimate_s = {k: v for k, v in plan.estimate_s.items() if v is not None}
+        def launch(cells: list[Cell]) -> Launch:
+            return Launch(spec=self.spec, run_dir=self.store.root, cells=cells, images=images,
+                          tool=self.tool, prices=recorder.prices, estimate_s=estimate_s,
+                          record=recorder.record, say=self.say,
+                          options=self.options.provider_options)
+
         with SweepProgress(self.console, to_run, in_flight) as progress, \
                 contextlib.ExitStack() as group_scope:
             recorder.progress = progress
-            groups = [group_scope.enter_context(provider_named(name).launch(Launch(
-                spec=self.spec, run_dir=self.store.root, cells=cells, images=images,
-                tool=self.tool, prices=recorder.prices, estimate_s=estimate_s,
-                record=recorder.record, say=self.say, options=self.options.provider_options)))
-                for name, cells in launched.items()]
+            groups = [group_scope.enter_context(provider_named(name).launch(launch(cells)))
+                      for name, cells in launched.items()]
             if here:
                 self._run_here(plan, here, images, recorder, progress)
             for group in groups:
                 group.wait()
+            for name, cells in launched.items():
+                if provider_named(name).relaunches:
+                    waves = self._waves(cells, launch=True)
+                    while wave := waves.next(None, progress):
+                        with provider_named(name).launch(launch(wave)) as group:
+                            group.wait()
 
     def _run_here(self, plan: Plan, here: list[Cell], images: dict[str, ImageRef],
                   recorder: _Recorder, progress: SweepProgress) -> None:
@@ -242,13 +252,17 @@ class _Sweep:
         policy = CellPolicy(budget_guard(self.spec.budget_usd,
                                          {n: p.usd_per_hour for n, p in recorder.prices.items()},
                                          plan.estimate_s))
-        waves = Waves(self.spec, self.store, here, self.console,
-                      lambda history: self.plan(history, rerun=False, launch=False),
-                      self.options.until_decided, self.options.rerun)
+        waves = self._waves(here, launch=False)
         while here:
             for cell, records in self.dispatcher.run(here, images, policy):
                 recorder.record(cell, records)
             here = waves.next(policy.guard, progress)
+
+    def _waves(self, first: list[Cell], launch: bool) -> Waves:
+        """The waves after `first` (waves.py), planned as this sweep plans."""
+        return Waves(self.spec, self.store, first, self.console,
+                     lambda history: self.plan(history, rerun=False, launch=launch),
+                     self.options.until_decided, self.options.rerun)
 
     def close(self) -> None:
         if self.dispatcher is not None:

@@ -9,8 +9,12 @@ a time, until no tie is left (decided), or a contested configuration has run `ma
 (flagged ones count: they were paid for), or
 `max_time_s` has passed since the sweep began (not decided, said so with what is still
 tied). Only contested configurations run again; the repeats land in the same journal and
-results store as any other. Cells on nodes a provider launched for the sweep get theirs
-from the next `matrix run` (each wave would launch them again).
+results store as any other.
+
+Each `Waves` follows the cells of one place: those run here, or a launching provider's.
+A provider whose launch is cheap (`relaunches`: Slurm submits one more job array) runs its
+waves in the sweep; one whose launch is a new cluster (EC2) leaves its cells' repeats to
+the next `matrix run`.
 """
 
 from __future__ import annotations
@@ -62,8 +66,7 @@ class Waves:
         self.plan_history = plan_history  # (history) -> Plan, as the sweep plans
         self.until, self.rerun = until, rerun
         self.attempted = {cell.cell_id for cell in first}
-        # the configurations this machine runs: a launching provider's cells (Slurm's, whose
-        # plan needs no --no-ray) get their repeats from the next `matrix run`
+        # the configurations of the place that ran `first`: here, or one provider's nodes
         self.here = {cell.config_id for cell in first}
         self.first = {cell.config_id: cell for cell in first if cell.repeat == 1}
         self.started = time.monotonic()

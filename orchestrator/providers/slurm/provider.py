@@ -34,6 +34,7 @@ LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", 
 
 class SlurmProvider(BaseProvider):
     launches = True
+    relaunches = True  # a wave of repeats is one more job array
 
     def hardware_problem(self, hardware: Hardware) -> str | None:
         asks = slurm_settings(hardware)
