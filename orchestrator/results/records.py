@@ -253,6 +253,9 @@ class CellRecord(_Identity, frozen=True):
         return from_setting_columns(owner, self.model_extra or {})
 
 
+EMPTY_WHEN_ABSENT = ("data_sha256", "precision_switches")
+
+
 class ProvenanceRecord(_Identity, ProvenanceFields, frozen=True):
     """Where and with what a cell ran: the worker's account (worker/records.py:
     ProvenanceFields, declared once) and the driver's own fields."""
@@ -279,6 +282,16 @@ class ProvenanceRecord(_Identity, ProvenanceFields, frozen=True):
     # the hash of a user's workload's code (code_identity.py), also where it opted out of
     # its identity (code_hash: false)
     workload_code: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _none_given_is_empty(cls, data: Any) -> Any:
+        """A record that names no data files or precision switches has none: {} (in the
+        journal and the parquet, as since schema version 2), where the worker's line
+        leaves them out."""
+        if not isinstance(data, dict):
+            return data
+        return {**data, **{key: {} for key in EMPTY_WHEN_ABSENT if data.get(key) is None}}
 
 
 Record = MeasurementRecord | CellRecord | ProvenanceRecord
