@@ -114,6 +114,10 @@ class WorkloadInfo(BaseModel):
     # a command workload's own FLOP count per item (flop_claims.py: a number or an
     # expression of its parameters); a folder or package has a FLOP model (flops.py)
     flops_per_item: float | str | None = None
+    # whether a cell of it may span nodes (hardware `nodes` above 1): its ranks join one
+    # group across them (workloads/torch_ranks.py); one that runs alone on each node would
+    # measure one node while its hardware prices them all
+    spans_nodes: bool = False
 
     @model_validator(mode="before")
     @classmethod

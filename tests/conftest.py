@@ -243,6 +243,8 @@ def node_ports() -> dict[str, object]:
 
 
 RAY_START_TRIES = 3
+# what both test nodes offer besides their own: the hardware of a cell across two nodes
+PAIR = {"hw:pair": 1}
 
 
 def _start_ray_cluster(dashboard_port: int):
@@ -260,16 +262,19 @@ def _start_ray_cluster(dashboard_port: int):
     # test's Ray could take that file, and a head driver job connected to that Ray instead
     # (InvalidAuthToken: the other cluster's token).
     root = tempfile.mkdtemp(prefix="mb-ray-")
+    # Cluster.add_node also writes the machine-wide address file, in a folder only an
+    # earlier Ray on this machine made: on a fresh machine every try failed without it
+    os.makedirs(os.path.join(tempfile.gettempdir(), "ray"), exist_ok=True)
     node_args = {"num_cpus": 2, "object_store_memory": 100 * 1024 * 1024, "temp_dir": root}
     for attempt in range(1, RAY_START_TRIES + 1):
         before = {child.pid for child in psutil.Process().children(recursive=True)}
         cluster = None
         try:
             cluster = Cluster(initialize_head=False, connect=False)
-            cluster.add_node(**node_args, **node_ports(), resources={"hw:node-a": 1},
+            cluster.add_node(**node_args, **node_ports(), resources={"hw:node-a": 1, **PAIR},
                              include_dashboard=True, dashboard_host="127.0.0.1",
                              dashboard_port=dashboard_port)
-            cluster.add_node(**node_args, **node_ports(), resources={"hw:node-b": 1})
+            cluster.add_node(**node_args, **node_ports(), resources={"hw:node-b": 1, **PAIR})
             write_ray_address(cluster.gcs_address, root)
             return cluster
         except Exception as exc:
@@ -288,7 +293,7 @@ def _start_ray_cluster(dashboard_port: int):
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     """A real Ray cluster on this machine: the head offers hw:node-a, a second node hw:node-b,
-    and the head's dashboard takes Ray jobs.
+    both hw:pair (a cell across two nodes), and the head's dashboard takes Ray jobs.
 
     Separate raylet processes, so placement and node loss are real; `Cluster` stops only
     its own nodes, never another Ray on the machine. Its processes sign AWS requests with

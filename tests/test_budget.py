@@ -47,7 +47,8 @@ def test_every_dispatcher_asks_one_policy_to_hold_stop_retry_and_count_a_cell(tm
     carries its attempt and counts against the budget."""
     from orchestrator.results.records import CellRecord, Status
     from orchestrator.run.cell_policy import CellPolicy
-    from orchestrator.run.dispatch import SerialDispatcher, lost_node_records
+    from orchestrator.run.dispatch import lost_node_records
+    from orchestrator.run.serial import SerialDispatcher
 
     a, b, c = (cell(repeat=n) for n in range(1, 4))
     policy = CellPolicy(BudgetGuard(2.0, {"laptop": 3600.0}, {x.cell_id: 1.0 for x in (a, b, c)}))

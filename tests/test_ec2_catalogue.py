@@ -41,3 +41,14 @@ def test_describe_instance_types_refreshes_the_catalogue(moto_server):
     g4dn = found["g4dn.12xlarge"]
     assert (g4dn.vcpus, g4dn.gpus, g4dn.gpu_memory_gib) == (48, 4, 16)
     assert g4dn.gpu_model == "Tesla T4"  # the driver's name, which the peaks know
+
+
+def test_the_shipped_network_bandwidths_are_what_ec2_states(moto_server):
+    """What a cell across nodes' bus bandwidth is judged against (report/bounds.py): each
+    catalogued type's network figure as describe_instance_types states it."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    found = described_instance_types(ec2, list(EC2_INSTANCE_TYPES))
+    stated = {name: kind.network_gbps for name, kind in found.items() if kind.network_gbps}
+    assert len(stated) >= 10, found
+    assert {name: EC2_INSTANCE_TYPES[name].network_gbps for name in stated} == stated
+    assert all(kind.network_gbps for kind in EC2_INSTANCE_TYPES.values())

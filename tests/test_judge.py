@@ -22,12 +22,12 @@ SEED_000 = {"dataset": "wikitext2", "emb_dim": 1024, "hidden": 1024, "layers": 1
 def journal_cell(store: RunDirectory, cell_id: str, workload: str, hardware: str,
                  params: dict, rate: float, unit: str, gpu_model: str | None = None,
                  gpus: int = 0, extra: dict | None = None, instance_type: str | None = None,
-                 config_id: str | None = None) -> None:
+                 config_id: str | None = None, provenance: dict | None = None) -> None:
     ident = {"run": "judged", "cell_id": cell_id, "config_id": config_id or cell_id,
              "repeat": 1}
     store.append([
         ProvenanceRecord(**ident, gpu_model=gpu_model, gpu_count=gpus or None, cpu_count=2,
-                         instance_type=instance_type),
+                         instance_type=instance_type, **(provenance or {})),
         *(MeasurementRecord(**ident, epoch=epoch, train_s=100.0, items=rate * 100,
                             item_unit=unit, items_per_s=rate, **(extra or {}))
           for epoch in (1, 2)),
@@ -119,6 +119,30 @@ def test_memory_above_the_device_is_implausible(tmp_path):
     assert "64.0 GiB resident on a g4dn.xlarge with 16 GiB of memory (4.0x)" in \
         judged.loc["host", "judgement"]
     assert judged.loc["fits", "flags"] == "" and judged.loc["fits", "judgement"] == ""
+
+
+def test_a_bus_bandwidth_above_the_link_between_nodes_is_implausible(tmp_path):
+    store = new_store(tmp_path)
+
+    def across(cell_id: str, busbw: float, instance_type: str | None = None,
+               link: float | None = None) -> None:
+        journal_cell(store, cell_id, "sleep", cell_id, {"seconds": 1.0}, 5, "sample",
+                     instance_type=instance_type,
+                     provenance={"nodes": 2, "world_size": 2, "net_busbw_gbs": busbw,
+                                 "net_link_gbps": link})
+
+    across("fast", 60.0, instance_type="p4d.24xlarge")  # 400 Gbit/s: 50 GB/s
+    across("stated", 2.0, link=10.0)  # its entry's net_gbps: 1.25 GB/s
+    across("honest", 45.0, instance_type="p4d.24xlarge")
+    across("loopback", 3.0)  # two nodes of one machine: no link stated, nothing to judge
+    _, rows = report_of(store, tmp_path)
+    judged = rows.drop_duplicates("cell_id").set_index("cell_id")
+    assert "all-reduce bus bandwidth 60 GB/s between nodes linked at 400 Gbit/s (50 GB/s; " \
+        "1.2x)" in judged.loc["fast", "judgement"]
+    assert "implausible" in judged.loc["fast", "flags"]
+    assert "(1.25 GB/s; 1.6x)" in judged.loc["stated", "judgement"]
+    for honest in ("honest", "loopback"):
+        assert judged.loc[honest, "flags"] == "" and judged.loc[honest, "judgement"] == ""
 
 
 def test_an_unknown_gpu_shows_no_peak_and_is_not_flagged(tmp_path):

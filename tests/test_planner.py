@@ -74,7 +74,7 @@ def test_history_gives_the_median_wall_time_and_skips_what_ended_ok(spec):
 
 
 def test_a_cluster_decides_which_hardware_exists(spec):
-    plan = make_plan(spec, NO_GPU, cluster_hardware={"eight-gpus"})
+    plan = make_plan(spec, NO_GPU, cluster_hardware={"eight-gpus": 1})
     assert {c.hardware.name for c in plan.to_run} == {"eight-gpus"}
     assert len(plan.to_run) == 3  # this machine's lack of GPUs no longer matters
     assert [s.reason for s in plan.skipped if s.cell.hardware.name == "cpu"

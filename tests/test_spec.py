@@ -223,7 +223,8 @@ def test_json_schema_describes_the_file():
     entries = {e["properties"]["kind"]["const"]: e for e in schema["$defs"]["Hardware"]["oneOf"]}
     assert list(entries) == ["local", "ec2", "slurm"]
     # each kind's entry: the shared keys and its own, flat, and none of another kind's
-    shared = {"name", "kind", "instance_type", "gpus", "gpu_model", "price_per_hour"}
+    shared = {"name", "kind", "instance_type", "gpus", "gpu_model", "price_per_hour", "nodes",
+              "net_gbps"}
     assert set(entries["local"]["properties"]) == shared
     assert set(entries["ec2"]["properties"]) == shared | {"spot"}
     assert set(entries["slurm"]["properties"]) == shared | {
@@ -238,8 +239,14 @@ def test_the_json_schema_accepts_what_the_loader_does_and_refuses_another_kinds_
             "workloads": [{"name": "sleep"}],
             "hardware": [{"name": "a", "kind": "slurm", "partition": "p", "mem_gb": 4},
                          {"name": "b", "kind": "ec2", "instance_type": "p3.2xlarge",
-                          "spot": True}, {"name": "c", "kind": "local"}]}
+                          "spot": True}, {"name": "c", "kind": "local"},
+                         {"name": "d", "kind": "local", "nodes": [1, 2, 4]},
+                         {"name": "e", "kind": "local", "nodes": 2, "net_gbps": 400}]}
     jsonschema.validate(good, schema)
+    for nodes in (0, [], [1, 1], "2"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**good, "hardware": [{"name": "c", "kind": "local",
+                                                       "nodes": nodes}]}, schema)
     bad = {**good, "hardware": [{"name": "c", "kind": "local", "partition": "p"}]}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)

@@ -55,7 +55,8 @@ PROVENANCE = ProvenanceLine(
     devices_used=1, cuda="12.4", cudnn="9.1.0", driver="550.54", gpu_model="NVIDIA H100",
     gpu_count=8, gpu_memory_bytes=80 << 30, gpu_power_limit_w=700.0, ceiling_flops=4e14,
     ceiling_precision="bf16", ceiling_probe="torch bf16 linear", ceiling_cost_s=3.5,
-    ceiling_gap="none needed")
+    ceiling_gap="none needed", nodes=2, world_size=16, rank_hosts=["node-a"] * 8 + ["node-b"] * 8,
+    net_busbw_gbs=41.5, net_probe_bytes=32 << 20, net_link_gbps=400.0)
 EVERY_KIND = [MEASUREMENT, PROVENANCE, TimingLine(workload_s=2.5),
               ErrorLine(kind=FailureKind.OOM, type="MemoryError", message="out of memory"),
               ClientLine(framework="torch", framework_version="2.5.1", cuda="12.4",
@@ -121,12 +122,16 @@ def test_a_field_a_newer_worker_adds_is_ignored_and_its_version_noted():
 
 
 def test_a_field_of_the_wrong_type_is_left_out_by_name_and_the_rest_kept():
-    bad = {**PROVENANCE.to_dict(), "cpu_count": "many", "data_sha256": {"a": 1}}
+    bad = {**PROVENANCE.to_dict(), "cpu_count": "many", "data_sha256": {"a": 1},
+           "rank_hosts": ["node-a", 7]}
     (read,) = read_out([json.dumps(bad)]).reads
-    assert read.record == dataclasses.replace(PROVENANCE, cpu_count=None, data_sha256=None)
+    assert read.record == dataclasses.replace(PROVENANCE, cpu_count=None, data_sha256=None,
+                                              rank_hosts=None)
     assert read.located() == [
         "output line 1: provenance field 'cpu_count' is 'many', not an integer (left out)",
         "output line 1: provenance field 'data_sha256' has 'a' that is 1, not text "
+        "(left out)",
+        "output line 1: provenance field 'rank_hosts' has item 1 that is 7, not text "
         "(left out)"]
     error = read_out([json.dumps({"record": "error", "kind": "melted", "message": "x"})])
     assert error.reads[0].record == ErrorLine(kind=FailureKind.FAILED, message="x")

@@ -1,7 +1,9 @@
 """Data-parallel ranks inside one cell, as the data-parallel workloads run them (nmt_dp,
-gpt_lm): this process is rank 0, ranks 1..N-1 are spawned processes that die with it, and
-all join one torch.distributed group on this machine (gloo on CPUs, NCCL on GPUs). Not a
-workload (it has no defaults.yaml)."""
+gpt_lm): this process is its node's first rank, the node's other ranks are spawned
+processes that die with it, and all join one torch.distributed group (gloo on CPUs, NCCL on
+GPUs): on this machine, or across the cell's nodes (worker/nodes.py: one worker per node,
+global rank = node rank x ranks per node + local rank). Not a workload (it has no
+defaults.yaml)."""
 
 from __future__ import annotations
 
@@ -11,32 +13,68 @@ import multiprocessing
 import os
 import socket
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from orchestrator.worker.context import Context, Unsupported
-from orchestrator.worker.host import die_with_parent_setter
+from orchestrator.worker.host import die_with_parent_setter, hostname
 from orchestrator.worker.measure import TorchCudaProbe, no_sync
+from orchestrator.worker.nodes import RENDEZVOUS_TIMEOUT_S, NodePlace, RendezvousError
 from orchestrator.worker.threads import rank_threads
+from workloads.net_probe import Busbw, measure_busbw
 
 JOIN_TIMEOUT_S = 60
 
 
-def rank_count(ctx: Context) -> int:
-    """The cell's ranks: its `workers` parameter, or 0 for one per GPU (1 on a CPU);
-    recorded as the devices the cell uses."""
-    ranks = int(ctx.params["workers"]) or max(ctx.gpus, 1)
-    ctx.uses_devices(ranks)
-    return ranks
+@dataclass(frozen=True)
+class Ranks:
+    """A cell's process group: `local` ranks on each of its node's `node.nodes` nodes
+    (worker/nodes.py), this node's first rank `first`, and where they meet: rank 0's node
+    and port across nodes, 127.0.0.1 and a free port on one."""
+
+    local: int
+    on_gpu: bool
+    node: NodePlace = field(default_factory=NodePlace)
+    port: int = 0  # on one node: the port rank 0 listens on
+
+    @property
+    def world(self) -> int:
+        return self.local * self.node.nodes
+
+    @property
+    def first(self) -> int:
+        """The global rank of this node's first process (the worker's own)."""
+        return self.node.node_rank * self.local
+
+    @property
+    def addr(self) -> str:
+        return self.node.addr or "127.0.0.1"
+
+    @property
+    def master_port(self) -> int:
+        return self.node.port or self.port
 
 
-def first_rank_device(ctx: Context, workers: int) -> torch.device:
-    """Rank 0's device, registered with the harness (CUDA synchronisation and allocator
-    peaks on a GPU); on a CPU, the CPUs it may use shared out among the ranks' threads
-    (`rank_threads`). Unsupported where the cell sees fewer GPUs than ranks."""
-    on_gpu = ctx.gpus > 0
+def cell_ranks(ctx: Context) -> Ranks:
+    """The cell's ranks: its `workers` parameter per node, or 0 for one per GPU (1 on a
+    CPU), on each of its nodes; all of them recorded as the devices the cell uses (its
+    throughput counts every rank's items, so its peak is every device's)."""
+    local = int(ctx.params["workers"]) or max(ctx.gpus, 1)
+    ctx.uses_devices(local * ctx.node.nodes)
+    return Ranks(local=local, on_gpu=ctx.gpus > 0, node=ctx.node)
+
+
+def first_rank_device(ctx: Context, ranks: Ranks) -> torch.device:
+    """This worker's device, registered with the harness (CUDA synchronisation and
+    allocator peaks on a GPU); on a CPU, the CPUs it may use shared out among this node's
+    ranks' threads (`rank_threads`). Unsupported where the cell sees fewer GPUs than its
+    node's ranks."""
+    workers = ranks.local
+    on_gpu = ranks.on_gpu
     if on_gpu and torch.cuda.device_count() < workers:
         raise Unsupported(f"{workers} ranks need {workers} GPUs; {torch.cuda.device_count()} "
                           "visible to the cell")
@@ -50,41 +88,47 @@ def first_rank_device(ctx: Context, workers: int) -> torch.device:
     return device
 
 
-def other_rank_device(rank: int, workers: int, on_gpu: bool) -> torch.device:
-    """A spawned rank's device, the rank made to die with rank 0 (so a killed cell leaves
-    no rank waiting in a collective)."""
+def other_rank_device(rank: int, ranks: Ranks) -> torch.device:
+    """A spawned rank's device (global `rank`), the rank made to die with its node's
+    first (so a killed cell leaves no rank waiting in a collective)."""
     die_with_parent_setter()()
-    device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
-    if on_gpu:
+    device = torch.device(f"cuda:{rank - ranks.first}" if ranks.on_gpu else "cpu")
+    if ranks.on_gpu:
         torch.cuda.set_device(device)
     else:
-        torch.set_num_threads(rank_threads(workers))
+        torch.set_num_threads(rank_threads(ranks.local))
     return device
 
 
-def barrier(workers: int) -> None:
-    if workers > 1:
+def barrier(ranks: Ranks) -> None:
+    if ranks.world > 1:
         dist.barrier()
 
 
 @contextlib.contextmanager
-def rank_group(workers: int, on_gpu: bool, other_rank: Callable[..., None],
-               *args: Any) -> Iterator[None]:
-    """The process group, with `other_rank(rank, workers, port, on_gpu, *args)` running in a
-    spawned process for each rank 1..N-1; they are joined (or, on an error here,
-    terminated) before the block is left. One rank: no group at all."""
-    if workers == 1:
-        yield
+def rank_group(ctx: Context, ranks: Ranks, other_rank: Callable[..., None],
+               *args: Any) -> Iterator[Ranks]:
+    """The process group, this process its node's first rank, with `other_rank(rank,
+    ranks, *args)` running in a spawned process for each of this node's other ranks; they
+    are joined (or, on an error here, terminated) before the block is left. Across nodes,
+    the group's hosts and the network between them (net_probe.py) are recorded on node 0.
+    One rank in all: no group at all. Yields the ranks, with the port chosen."""
+    if ranks.world == 1:
+        yield ranks
         return
-    port = free_port()
+    if not ranks.node.spans_nodes:
+        ranks = replace(ranks, port=free_port())
     spawn = multiprocessing.get_context("spawn")
-    children = [spawn.Process(target=other_rank, args=(rank, workers, port, on_gpu, *args),
-                              daemon=True) for rank in range(1, workers)]
+    children = [spawn.Process(target=other_rank, args=(rank, ranks, *args), daemon=True)
+                for rank in range(ranks.first + 1, ranks.first + ranks.local)]
     for child in children:
         child.start()
     try:
-        join_group(0, workers, port, on_gpu)
-        yield
+        facts = join_group(ranks.first, ranks)
+        if facts is not None and ranks.node.times:
+            ctx.record_group(ranks.world, facts.hosts, facts.network.busbw_gbs,
+                             facts.network.largest_bytes)
+        yield ranks
         for child in children:
             child.join(JOIN_TIMEOUT_S)
         failed = [c.exitcode for c in children if c.exitcode != 0]
@@ -98,9 +142,40 @@ def rank_group(workers: int, on_gpu: bool, other_rank: Callable[..., None],
         leave_group()
 
 
-def join_group(rank: int, workers: int, port: int, on_gpu: bool) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("nccl" if on_gpu else "gloo", rank=rank, world_size=workers)
+@dataclass(frozen=True)
+class GroupFacts:
+    """What every rank of a group across nodes learns as it joins: each rank's host, and
+    the all-reduce bus bandwidth between them."""
+
+    hosts: list[str]
+    network: Busbw
+
+
+def join_group(rank: int, ranks: Ranks) -> GroupFacts | None:
+    """Join the group as global `rank`. Across nodes, every rank waits at most
+    RENDEZVOUS_TIMEOUT_S for all to join (a node that never comes fails the cell, naming
+    the rendezvous), then takes part in gathering the hosts and in the network probe, in
+    the same order on every rank."""
+    backend = "nccl" if ranks.on_gpu else "gloo"
+    if not ranks.node.spans_nodes:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ranks.port))
+        dist.init_process_group(backend, rank=rank, world_size=ranks.world)
+        return None
+    try:
+        store = dist.TCPStore(ranks.addr, ranks.master_port, ranks.world, is_master=rank == 0,
+                              timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S),
+                              wait_for_workers=True)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=ranks.world,
+                                timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+    except (RuntimeError, dist.DistStoreError) as exc:
+        raise RendezvousError(
+            f"the rendezvous at {ranks.addr}:{ranks.master_port} did not complete: the "
+            f"{ranks.world} ranks of {ranks.node.nodes} nodes did not all join within "
+            f"{RENDEZVOUS_TIMEOUT_S:g} s ({str(exc).splitlines()[0][:200]})") from None
+    hosts: list[Any] = [None] * ranks.world
+    dist.all_gather_object(hosts, hostname())
+    device = torch.device(f"cuda:{rank - ranks.first}" if ranks.on_gpu else "cpu")
+    return GroupFacts([str(h) for h in hosts], measure_busbw(ranks.world, device))
 
 
 def leave_group() -> None:
@@ -120,12 +195,12 @@ def free_port() -> int:
 
 
 def each_rank(target: Callable[..., None], workers: int, *args: Any) -> list[Any]:
-    """What `target(rank, workers, port, results, *args)` puts on `results` as (rank, value)
+    """What `target(rank, ranks, results, *args)` puts on `results` as (rank, value)
     in every rank, all of them spawned, in rank order (for the tests)."""
-    port = free_port()
+    ranks = Ranks(local=workers, on_gpu=False, port=free_port())
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
-    children = [spawn.Process(target=target, args=(rank, workers, port, results, *args))
+    children = [spawn.Process(target=target, args=(rank, ranks, results, *args))
                 for rank in range(workers)]
     for child in children:
         child.start()

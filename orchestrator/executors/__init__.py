@@ -38,23 +38,25 @@ from orchestrator.registry.executors import (
     register_executor,
 )
 from orchestrator.spec.entry_settings import ExecutorSettings
+from orchestrator.worker.nodes import NodePlace
 
 if TYPE_CHECKING:
     from orchestrator.results.records import Record
 
 __all__ = ["Cell", "CellRun", "Executor", "ExecutorKind", "ExecutorSettings", "ImageNeed",
-           "ImageRef", "LaunchRefused", "ToolInfo", "execute",
+           "ImageRef", "LaunchRefused", "NodePlace", "ToolInfo", "execute",
            "executor_kind", "executor_names", "launch_worker", "needs_image",
            "register_executor", "remove_leftovers"]
 
 
 def execute(cell: Cell, run_root: Path, tool: ToolInfo, images: dict[str, ImageRef],
-            node_id: str | None = None,
-            on_start: Callable[[], None] | None = None) -> list[Record]:
-    """Run `cell` with its stack's executor; `images` maps stack names to built images."""
+            node_id: str | None = None, on_start: Callable[[], None] | None = None,
+            node: NodePlace | None = None) -> list[Record]:
+    """Run `cell` with its stack's executor; `images` maps stack names to built images;
+    `node`: this worker's place in a cell across nodes."""
     executor = executor_kind(cell.stack.effective_executor).load()
     return executor.run_cell(CellRun(cell, run_root, tool, images.get(cell.stack.name),
-                                     node_id, on_start))
+                                     node_id, on_start, node or NodePlace()))
 
 
 def remove_leftovers(run: str, names: list[str]) -> int:

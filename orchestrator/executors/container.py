@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.executors.environment import thread_settings
-from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
+from orchestrator.executors.outcome import CellFiles, WorkerExit, cell_stem, records_for
 from orchestrator.images.ref import image_workload_dir
 from orchestrator.registry.cell_run import Cell, CellRun, ImageRef
 from orchestrator.results.records import Record, Status
 from orchestrator.worker import datasets
+from orchestrator.worker.nodes import NodePlace
 
 CELLS_MOUNT = "/matrix/cells"
 DATA_MOUNT = "/matrix/data"
@@ -54,6 +55,7 @@ class ContainerSpec:
     user: str  # uid:gid of the sweep, so files in cells/ stay the user's
     gpus: int
     memory_limit_mb: int | None  # also the swap limit: no swap to hide in
+    host_network: bool = False  # a node of a cell across nodes; else no network at all
 
 
 def in_image(cell: Cell) -> Cell:
@@ -73,17 +75,24 @@ def fetch_dataset(cell: Cell) -> None:
     datasets.data_dir().mkdir(parents=True, exist_ok=True)
 
 
-def container_spec(cell: Cell, cells_dir: Path, image: str) -> ContainerSpec:
+def container_spec(cell: Cell, cells_dir: Path, image: str,
+                   node: NodePlace | None = None) -> ContainerSpec:
+    """The cell's container. A node of a cell across nodes gets its own files and name,
+    the rendezvous, and the host's network (its ranks reach the other nodes' over it);
+    every other container has none."""
+    node = node or NodePlace()
+    stem = cell_stem(cell, node.node_rank)
     return ContainerSpec(
         image=image,
-        command=("python3", "-m", "orchestrator.worker", f"{CELLS_MOUNT}/{cell.cell_id}.json",
-                 f"{CELLS_MOUNT}/{cell.cell_id}.out.jsonl"),
+        command=("python3", "-m", "orchestrator.worker", f"{CELLS_MOUNT}/{stem}.json",
+                 f"{CELLS_MOUNT}/{stem}.out.jsonl"),
         mounts=(Mount(str(cells_dir.resolve()), CELLS_MOUNT, read_only=False),
                 Mount(str(datasets.data_dir().resolve()), DATA_MOUNT, read_only=True)),
         environment={**thread_settings(os.environ), "MATRIX_BENCH_DATA": DATA_MOUNT,
-                     "HOME": "/tmp", "PYTHONUNBUFFERED": "1"},
+                     "HOME": "/tmp", "PYTHONUNBUFFERED": "1", **node.as_environment()},
+        host_network=node.spans_nodes,
         labels={LABEL_RUN: cell.run, LABEL_CELL: cell.cell_id},
-        name=f"matrix-{cell.run}-{cell.cell_id}"[:120],
+        name=f"matrix-{cell.run}-{stem}"[:120],
         user=f"{os.getuid()}:{os.getgid()}",
         gpus=cell.hardware.gpus,
         memory_limit_mb=cell.memory_limit_mb)

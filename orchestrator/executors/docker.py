@@ -56,7 +56,7 @@ ENGINE_ERRORS = engine_errors()
 def run_cell(run: CellRun) -> list[Record]:
     """Run `run.cell` in a container of `run.image` and return its journal records."""
     cell, image = run.cell, run.image
-    files = CellFiles.prepare(in_image(cell), run.run_root)
+    files = CellFiles.prepare(in_image(cell), run.run_root, run.node.node_rank)
     refused = refusal(run, files, "docker")
     if image is None:
         return refused(Status.IMAGE_FAILED, f"stack {cell.stack.name} has no image")
@@ -78,7 +78,7 @@ def run_cell(run: CellRun) -> list[Record]:
     start, since = time.perf_counter(), datetime.now(UTC)
     try:
         container = _start(client, _options(container_spec(cell, files.cell.parent,
-                                                           local_tag)))
+                                                           local_tag, run.node)))
     except Exception as exc:  # the engine refused (no GPU runtime, gone away): not a crash
         return refused(Status.EXECUTOR_UNAVAILABLE, f"the Docker engine at {engine_name()} "
                                                    f"did not start the container: "
@@ -144,7 +144,7 @@ def _options(spec: ContainerSpec) -> dict[str, Any]:
         # docker-init as PID 1: the worker gets signals as a process does (PID 1 ignores
         # them), so an abort is `crashed` and the engine's stop reaches it at once.
         "init": True,
-        "network_mode": "none",
+        "network_mode": "host" if spec.host_network else "none",
         "user": spec.user,
         "environment": spec.environment,
         "volumes": {m.host: {"bind": m.container, "mode": "ro" if m.read_only else "rw"}

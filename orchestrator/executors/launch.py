@@ -11,6 +11,8 @@ container CLI that stays in the foreground) calls it too, so it keeps, without c
   (SIGTERM, then SIGKILL after a grace), as is it on Ctrl-C or a cancelled Ray task;
 - nothing left running: every process the cell started, in any group or session, is ended
   when it ends, and its record says so (executors/leftovers.py);
+- a cell across nodes: this node's own files and the rendezvous (`CellRun.node`:
+  NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, worker/nodes.py);
 - the memory limit (RLIMIT_AS: a real MemoryError), and death with the executor that
   started it (a killed sweep leaves no worker writing into its run);
 - the cell's records: its exit turned into journal records as every executor's is
@@ -35,11 +37,13 @@ from orchestrator.executors.outcome import CellFiles, WorkerExit, records_for
 from orchestrator.registry.cell_run import Cell, CellRun
 from orchestrator.results.records import Record
 from orchestrator.worker.host import die_with_parent_setter
+from orchestrator.worker.nodes import RENDEZVOUS_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 KILL_GRACE_S = 3.0
 # what the launch itself sets: an executor's extra_env cannot change them
-OWN_NAMES = frozenset({CELL_MARK, "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "PYTHONUNBUFFERED"})
+OWN_NAMES = frozenset({CELL_MARK, "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "PYTHONUNBUFFERED",
+                       *RENDEZVOUS_ENV})
 
 
 class LaunchRefused(ValueError):
@@ -59,7 +63,7 @@ def launch_worker(run: CellRun, wrapper: Sequence[str] = (),
     if any(not isinstance(word, str) or not word for word in wrapper):
         raise LaunchRefused(f"a wrapper is a list of non-empty words, not {list(wrapper)!r}")
     cell = run.cell
-    files = CellFiles.prepare(cell, run.run_root)
+    files = CellFiles.prepare(cell, run.run_root, run.node.node_rank)
     start = time.perf_counter()
     mark = new_mark()  # every process the cell starts inherits it (leftovers.py)
     run.started()
@@ -68,7 +72,8 @@ def launch_worker(run: CellRun, wrapper: Sequence[str] = (),
             [*wrapper, sys.executable, "-m", "orchestrator.worker", str(files.cell),
              str(files.out)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env={**worker_env(cell), **environment, CELL_MARK: mark}, cwd=run.run_root,
+            env={**worker_env(cell), **environment, **run.node.as_environment(),
+                 CELL_MARK: mark}, cwd=run.run_root,
             start_new_session=True, preexec_fn=_child_setup(cell.memory_limit_mb),
         )
         returncode, timed_out = _wait(process, cell.timeout_s, mark)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,22 +81,31 @@ class CellFiles:
     log: Path  # logs/<cell_id>.log, everything the worker printed
     started_at: str  # ISO 8601 UTC, when the files were laid out
     run_root: Path
+    node_rank: int = 0  # a cell across nodes: whose files these are (node 0: the cell's)
 
     @classmethod
-    def prepare(cls, cell: Cell, run_root: Path) -> CellFiles:
+    def prepare(cls, cell: Cell, run_root: Path, node_rank: int = 0) -> CellFiles:
         """Write the cell file (with the ceilings this node has measured in the run) and
-        clear a previous attempt's output."""
-        files = cls(cell=run_root / "cells" / f"{cell.cell_id}.json",
-                    out=run_root / "cells" / f"{cell.cell_id}.out.jsonl",
-                    log=run_root / "logs" / f"{cell.cell_id}.log",
+        clear a previous attempt's output. Node `node_rank` of a cell across nodes above 0
+        has files of its own (`<cell_id>.node1.json` ...): node 0's are the cell's."""
+        stem = cell_stem(cell, node_rank)
+        files = cls(cell=run_root / "cells" / f"{stem}.json",
+                    out=run_root / "cells" / f"{stem}.out.jsonl",
+                    log=run_root / "logs" / f"{stem}.log",
                     started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                    run_root=run_root)
+                    run_root=run_root, node_rank=node_rank)
         for folder in (files.cell.parent, files.log.parent):
             folder.mkdir(parents=True, exist_ok=True)
         content = cell_file_content(cell) | {"ceilings_measured": measured_here(cell, run_root)}
         files.cell.write_text(json.dumps(content, indent=2))
         files.out.unlink(missing_ok=True)
         return files
+
+
+def cell_stem(cell: Cell, node_rank: int = 0) -> str:
+    """The name of a cell's files in its run directory: its id, and for a node above 0 of a
+    cell across nodes, that node's rank."""
+    return cell.cell_id if node_rank == 0 else f"{cell.cell_id}.node{node_rank}"
 
 
 def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
@@ -130,7 +139,8 @@ def records_for(cell: Cell, exit: WorkerExit, files: CellFiles, tool: ToolInfo,
         status, message = status_override
     else:
         status, message = _classify(cell, exit, error and error[1], log_tail, measurements,
-                                    next(iter(output.unreadable), None) or invalid)
+                                    next(iter(output.unreadable), None) or invalid,
+                                    files.node_rank)
     flags, reasons = _flags(measurements)
     oversubscribed = _oversubscribed(cell, provenance)
     if oversubscribed:
@@ -199,9 +209,12 @@ def _identity(cell: Cell) -> dict[str, Any]:
 
 def _setting_columns(cell: Cell) -> dict[str, Any]:
     """The cell's parameters, its hardware kind's and its executor's recorded settings as
-    the cell record's `param.<name>`, `hw.<key>` and `stack.<key>` fields."""
+    the cell record's `param.<name>`, `hw.<key>` and `stack.<key>` fields; `hw.nodes` for a
+    cell across nodes, so its configuration is told from its one-node twin's everywhere."""
+    hardware = cell.hardware
+    spans = {"nodes": hardware.nodes} if hardware.nodes > 1 else {}  # a cell across nodes
     return {**as_param_columns(cell.params),
-            **as_setting_columns(HW, cell.hardware.settings.recorded()),
+            **as_setting_columns(HW, {**hardware.settings.recorded(), **spans}),
             **as_setting_columns(STACK, cell.stack.settings.recorded())}
 
 
@@ -271,9 +284,13 @@ def _with_peak(record: MeasurementRecord, cell: Cell,
     achieved = record.flops_per_item * record.items_per_s
     update: dict[str, Any] = {"achieved_flops": achieved}
     precision = str(cell.params.get("precision", "fp32"))
-    # Judged on the node that ran the cell (the executor runs there): its GPUs or its CPU.
-    peak = (datasheet_peak(provenance.gpu_model, precision, cell.hardware.gpus)
+    # Judged on the node that ran the cell (the executor runs there): its GPUs or its CPU,
+    # times the nodes of a cell across nodes (their ranks' items are all counted).
+    nodes = cell.hardware.nodes
+    peak = (datasheet_peak(provenance.gpu_model, precision, cell.hardware.gpus * nodes)
             if cell.hardware.gpus else cpu_peak_estimate(precision))
+    if peak is not None and not cell.hardware.gpus and nodes > 1:
+        peak = replace(peak, flops=peak.flops * nodes)
     if peak is not None:
         update.update(peak_flops=peak.flops, peak_source=peak.source,
                       peak_fraction=achieved / peak.flops)
@@ -281,8 +298,10 @@ def _with_peak(record: MeasurementRecord, cell: Cell,
 
 
 def _classify(cell: Cell, exit: WorkerExit, error: ErrorLine | None, log_tail: str,
-              measurements: list[MeasurementRecord],
-              invalid: str | None) -> tuple[Status, str | None]:
+              measurements: list[MeasurementRecord], invalid: str | None,
+              node_rank: int = 0) -> tuple[Status, str | None]:
+    """The attempt's status and why. Another node than node 0 of a cell across nodes
+    measures nothing: it ran if it exited 0 without an error."""
     if exit.timed_out:
         return Status.TIMEOUT, (f"no result within the cell's timeout_s of {cell.timeout_s:g} s "
                                 f"(stopped after {exit.wall_s:.1f} s, the kill included)")
@@ -301,7 +320,7 @@ def _classify(cell: Cell, exit: WorkerExit, error: ErrorLine | None, log_tail: s
         return Status.CRASHED, f"worker exited with status {exit.returncode} and no error record"
     if invalid:
         return Status.INVALID_OUTPUT, invalid
-    if not measurements:
+    if not measurements and node_rank == 0:
         return Status.INVALID_OUTPUT, "worker exited 0 without any measurement record"
     return Status.OK, None
 

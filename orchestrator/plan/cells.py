@@ -1,7 +1,7 @@
 """Expansion: a pure function from a MatrixSpec to the sorted list of its cells.
 
-A cell is hardware x stack x workload x one parameter combination x one repeat, named by
-its `config_id` and `cell_id` (identity.py).
+A cell is hardware (each entry once per node count it lists) x stack x workload x one
+parameter combination x one repeat, named by its `config_id` and `cell_id` (identity.py).
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ def incompatibility(cell: Cell) -> str | None:
     if info.framework and pinned and info.framework != pinned:
         return (f"{cell.workload} runs on {info.framework}; stack {cell.stack.name} pins "
                 f"{pinned}")
+    if cell.hardware.nodes > 1 and not info.spans_nodes:
+        return (f"{cell.workload} runs on one node; {cell.hardware.name} has nodes: "
+                f"{cell.hardware.nodes}")
     if why := cuda_gap(cell):
         return why
     for name, value in cell.params.items():
@@ -120,10 +123,16 @@ def _expanded(spec: MatrixSpec) -> list[tuple[Cell, str | None]]:
 
 def _crossed(spec: MatrixSpec) -> Iterator[Cell]:
     """The cells of the cross product, before any rule."""
-    for hardware, stack, entry in itertools.product(spec.hardware, spec.stacks, spec.workloads):
+    for hardware, stack, entry in itertools.product(_hardware(spec), spec.stacks,
+                                                    spec.workloads):
         frame = _frame(spec, hardware, stack, entry)
         for params in _combinations(entry_grid(entry)):
             yield from _cells(frame, params)
+
+
+def _hardware(spec: MatrixSpec) -> list[Hardware]:
+    """The hardware axis: each entry once per node count it lists (`nodes: [1, 2]`)."""
+    return [variant for hardware in spec.hardware for variant in hardware.node_variants()]
 
 
 def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
@@ -131,7 +140,7 @@ def _included(spec: MatrixSpec, rule: Rule) -> Iterator[Cell]:
     entry = spec.workload_entry(str(rule.workload))
     grid = entry_grid(entry) | {k: v if isinstance(v, list) else [v]
                                 for k, v in rule.params.items()}
-    for hardware, stack in itertools.product(spec.hardware, spec.stacks):
+    for hardware, stack in itertools.product(_hardware(spec), spec.stacks):
         if _name_matches(rule.hardware, hardware.name) and _name_matches(rule.stack, stack.name):
             frame = _frame(spec, hardware, stack, entry)
             for params in _combinations(grid):
@@ -145,11 +154,11 @@ def check_grid(spec: MatrixSpec, doc: LocatedYaml) -> None:
     cell, an include adding none). Include wins over exclude: excluding a set and
     including part of it back is how a grid is carved."""
     sizes = [math.prod(len(v) for v in entry_grid(e).values()) for e in spec.workloads]
-    total = sum(sizes) * len(spec.hardware) * len(spec.stacks) * spec.max_repeats
+    total = sum(sizes) * len(_hardware(spec)) * len(spec.stacks) * spec.max_repeats
     for rule in spec.include:
         grid = entry_grid(spec.workload_entry(str(rule.workload))) | {
             k: v if isinstance(v, list) else [v] for k, v in rule.params.items()}
-        total += math.prod(len(v) for v in grid.values()) * len(spec.hardware) * \
+        total += math.prod(len(v) for v in grid.values()) * len(_hardware(spec)) * \
             len(spec.stacks) * spec.max_repeats
     if total > spec.max_cells:
         biggest = max(range(len(sizes)), key=sizes.__getitem__)

@@ -53,7 +53,8 @@ PINNED: dict[type[BaseModel], frozenset[str]] = {
                       "python", "base_image"}),
 }
 NOT_IDENTITY: dict[type[BaseModel], frozenset[str]] = {
-    Hardware: frozenset({"price_per_hour", "settings"}),  # settings: flattened, below
+    # settings: flattened, below; net_gbps: a datasheet figure the judge reads
+    Hardware: frozenset({"price_per_hour", "net_gbps", "settings", "node_counts"}),
     Stack: frozenset({"index_url", "settings"}),  # index_url: the lock pins what is installed
 }
 

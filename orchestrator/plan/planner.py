@@ -31,6 +31,10 @@ class OnlyFilterError(MatrixError):
     """An --only selector that names nothing in the matrix."""
 
 
+class NodesError(MatrixError):
+    """A cell across nodes where only this machine runs cells (--no-ray, no cluster)."""
+
+
 @dataclass(frozen=True)
 class Selector:
     """`--only KEY=V1,V2`: keep cells whose hardware, stack, workload or parameter KEY is a Vi."""
@@ -82,16 +86,19 @@ class Plan:
 
 
 def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResult] = (),
-              only: Iterable[Selector] = (), cluster_hardware: set[str] | None = None,
+              only: Iterable[Selector] = (),
+              cluster_hardware: Mapping[str, int] | None = None,
               rerun: bool = False, launch: bool = True,
               earlier_walls: Callable[[set[str]], Mapping[str, list[float]]] | None = None,
               retry: frozenset[Status] = frozenset()) -> Plan:
     """Decide every cell's fate. `cluster_hardware`: the hardware names the nodes of an
-    existing cluster offer (None: this machine, plus the nodes each hardware's provider
-    brings up where `launch`). `earlier_walls`: for configurations the journal has not
-    measured, their wall times in earlier runs (the results store), for estimates. A cell
-    that ended before runs again as plan/retry.py says: never if `ok`, if its outcome's
-    inputs changed or its status is in `retry`, always after a failure of the run."""
+    existing cluster offer, with how many nodes offer each (None: this machine, plus the
+    nodes each hardware's provider brings up where `launch`). `earlier_walls`: for
+    configurations the journal has not measured, their wall times in earlier runs (the
+    results store), for estimates. A cell that ended before runs again as plan/retry.py
+    says: never if `ok`, if its outcome's inputs changed or its status is in `retry`,
+    always after a failure of the run. NodesError for a cell across nodes where only
+    this machine runs cells."""
     history = list(history)
     ended = {} if rerun else {r.cell.cell_id: r.cell for r in history}
     selectors = list(only)
@@ -121,6 +128,8 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
             skipped.append(Skipped(cell, reason))
         else:
             to_run.append(cell)
+    if cluster_hardware is None:
+        _one_machine_can_run(to_run)
     may_add = [c for c in later if not skip_reason(c)]
     walls = _walls_by_config(history)
     if earlier_walls is not None:  # the results store: earlier runs of the same configuration
@@ -131,7 +140,7 @@ def make_plan(spec: MatrixSpec, local: LocalMachine, history: Iterable[CellResul
 
 
 def _config_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
-                   cluster_hardware: set[str] | None, launch: bool) -> str | None:
+                   cluster_hardware: Mapping[str, int] | None, launch: bool) -> str | None:
     """Why every cell of `cell`'s configuration is skipped whatever its repeat (each is
     judged by its hardware, stack, workload and parameters alone), or None."""
     if not all(s.matches(cell) for s in selectors):
@@ -145,7 +154,22 @@ def _config_reason(cell: Cell, local: LocalMachine, selectors: list[Selector],
             return reason
     elif cell.hardware.name not in cluster_hardware:
         return f"no node of the cluster offers hw:{cell.hardware.name}"
+    elif (offered := cluster_hardware[cell.hardware.name]) < cell.hardware.nodes:
+        return (f"needs {cell.hardware.nodes} nodes offering hw:{cell.hardware.name}; the "
+                f"cluster has {offered}")
     return None
+
+
+def _one_machine_can_run(cells: list[Cell]) -> None:
+    """NodesError for a cell across nodes that would run here: --no-ray and the embedded
+    Ray run every cell on this one machine. A launching provider brings its own nodes."""
+    for cell in cells:
+        hardware = cell.hardware
+        if hardware.nodes > 1 and not provider_for(hardware.kind).launches:
+            raise NodesError(f"hardware {hardware.name} has nodes: {hardware.nodes}: a cell "
+                             "across nodes runs on a Ray cluster whose nodes offer "
+                             f"hw:{hardware.name} (--ray-address); without one, every cell "
+                             "runs on this one machine")
 
 
 def _walls_by_config(history: list[CellResult]) -> dict[str, list[float]]:

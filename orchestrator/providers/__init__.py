@@ -30,11 +30,11 @@ settings model but never its SDK.
 from __future__ import annotations
 
 from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
+from orchestrator.registry.prices import Price
 from orchestrator.registry.providers import (
     BaseProvider,
     CellGroup,
     Launch,
-    Price,
     Provider,
     ProviderKind,
     Say,

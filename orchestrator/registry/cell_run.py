@@ -9,13 +9,14 @@ them, so the registry's interfaces name them without importing any of those.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from orchestrator.spec.model import Hardware, Stack
 from orchestrator.worker.cell_file import CellFields
+from orchestrator.worker.nodes import NodePlace
 from orchestrator.workload_registry import WorkloadInfo
 
 
@@ -60,7 +61,10 @@ class CellRun:
     """One cell as a dispatcher hands it to an executor: the cell, the run folder it writes
     into (`cells/`, `logs/`), the tool's identity for its records, its stack's built image
     (None for an executor that needs none), the node it runs on, and what to call the
-    moment the cell's own clock starts (a dispatcher holds it to its timeout from then)."""
+    moment the cell's own clock starts (a dispatcher holds it to its timeout from then).
+    For a cell across nodes, `node` is this worker's place among them (worker/nodes.py):
+    its files are its node's own and its worker gets the rendezvous; the launch and the
+    container executors see to both."""
 
     cell: Cell
     run_root: Path
@@ -68,6 +72,7 @@ class CellRun:
     image: ImageRef | None = None
     node_id: str | None = None
     on_start: Callable[[], None] | None = None
+    node: NodePlace = field(default_factory=NodePlace)
 
     def started(self) -> None:
         """Say that the cell's clock has started (before its worker exists: whoever sees

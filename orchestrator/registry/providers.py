@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from orchestrator.errors import MatrixError
 from orchestrator.plugins import PROVIDERS, load_plugins
 from orchestrator.registry.executors import EXECUTOR_SETTINGS
+from orchestrator.registry.prices import Price
 from orchestrator.spec.entry_settings import (
     KindSettings,
     ProviderSection,
@@ -34,21 +35,6 @@ if TYPE_CHECKING:
     from orchestrator.spec.model import Hardware, MatrixSpec
 
 Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Price:
-    """What a node of a hardware entry costs per hour, and where and when that was known."""
-
-    usd_per_hour: float
-    source: str  # e.g. "pricing-api", "spot-price-history" or "shipped-table"
-    as_of: str  # ISO date (table) or timestamp (API) of the figure
-    # what the price buys where a cell uses part of it: "whole instance, 1 of 4 GPUs used"
-    share: str = ""
-
-    def describe(self) -> str:
-        """How rows and messages name it: the source with its date."""
-        return f"{self.source} {self.as_of[:10]}"
 
 
 @dataclass(frozen=True)
@@ -104,6 +90,11 @@ class Provider(Protocol):
     def host_gpus(self, instance_type: str) -> int | None:
         """The GPUs of a machine size its catalogue has, else None: how far `matrix
         advise` may project a count of GPUs on it (report/projection.py)."""
+        ...
+
+    def host_network_gbps(self, instance_type: str) -> float | None:
+        """The network bandwidth of a machine size its catalogue has, Gbit/s, else None:
+        what the judge holds a cell across nodes' bus bandwidth to (report/bounds.py)."""
         ...
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
@@ -167,6 +158,9 @@ class BaseProvider:
         return None
 
     def host_gpus(self, instance_type: str) -> int | None:
+        return None
+
+    def host_network_gbps(self, instance_type: str) -> float | None:
         return None
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:

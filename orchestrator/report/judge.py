@@ -2,7 +2,7 @@
 
 A row is judged from what it measured and where it ran (its provenance), never from a
 verdict stored with it: the executor's check ran with the peak table of its day, and a
-journal written by hand or by another tool may carry none. Three bounds:
+journal written by hand or by another tool may carry none. Four bounds:
 
 - **FLOP/s**: the workload's FLOP model (`workloads/<name>/flops.py`) times the row's
   items/s, against the peak for the row's precision: the datasheet peak of its GPU model
@@ -10,8 +10,8 @@ journal written by hand or by another tool may carry none. Three bounds:
   that core count reaches). A GPU the peak table does not know gets "no peak", not a guess.
 - **Scaling**: a speedup above the device count (parallel efficiency above 100% plus
   `SCALING_TOLERANCE`, for cache effects) cannot come from adding devices.
-- **Memory**: a peak above the device's memory (the GPU's, or for host RSS the instance
-  type's, as the provider whose catalogue has it says: EC2's) cannot have been held.
+- **Memory** and **network** (bounds.py): a peak above what the device or machine holds,
+  a bus bandwidth between a cell's nodes above their link.
 
 A row beyond a bound is flagged `implausible` with the reason and the factor; the report
 shows the reason under the row in every table, and never names it a best choice.
@@ -19,13 +19,18 @@ shows the reason under the row in every table, and never names it a best choice.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import MatrixError
-from orchestrator.hardware.peaks import Peak, datasheet_peak, gpu_memory_gb, peak_gap
+from orchestrator.hardware.peaks import Peak, datasheet_peak, peak_gap
+from orchestrator.report import bounds
+from orchestrator.report.bounds import (
+    Verdict,
+    memory_suspects,
+    memory_verdicts,
+    network_suspects,
+    network_verdicts,
+)
 from orchestrator.report.ceilings import (
     BELOW_DATASHEET,
     CEILING_TOLERANCE,
@@ -41,15 +46,11 @@ from orchestrator.workload_scope import Workloads, reported
 if TYPE_CHECKING:
     import pandas as pd
 
-    from orchestrator.registry.providers import Provider
-
-T = TypeVar("T")
 
 SCALING_TOLERANCE = 0.10  # efficiency up to 110% passes: caches can make a little superlinear
 # No CPU core runs above these: 6 GHz x 64 fp32 FLOP per cycle (two 512-bit FMA units), and
 # 6 GHz x 1024 bf16 FLOP per cycle (AMX). Used only where the row's node left no estimate.
 CPU_CORE_CEILING_FLOPS = {"fp32": 6e9 * 64, "bf16": 6e9 * 1024}
-GIB = 1024 ** 3
 JUDGED_COLUMNS = ("achieved_flops", "peak_flops", "peak_source", "peak_fraction",
                   "peak_note", "flops_note", "judgement")
 # What a suspect row's verdicts read (_row_verdict).
@@ -58,17 +59,9 @@ VERDICT_COLUMNS = ("flags", "error", param_column("precision"), "achieved_flops"
                    "parallel_efficiency_fraction", "speedup_ratio", "gpu_model",
                    "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes", "node",
                    "node_ceiling_flops", "node_ceiling_probe", "ceiling_fraction",
-                   "ceiling_of_peak")
+                   "ceiling_of_peak", "net_busbw_gbs", "net_link_gbps")
 # A recorded FLOP count further than this from the workload's own model contradicts it.
 FLOP_TOLERANCE = 0.01
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """Why a row cannot be true, and by what factor it exceeds its bound."""
-
-    reason: str
-    factor: float
 
 
 def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -101,7 +94,7 @@ def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame
     suspects = ok & (_over(df, "peak_fraction", 1.0) | contradicted | below
                      | _over(df, "ceiling_fraction", 1 + CEILING_TOLERANCE)
                      | _over(df, "parallel_efficiency_fraction", 1 + SCALING_TOLERANCE)
-                     | _memory_suspects(df)
+                     | memory_suspects(df) | network_suspects(df)
                      | df["flags"].fillna("").astype(str).str.contains(Flag.IMPLAUSIBLE.value))
     df.loc[ok, "judgement"] = ""
     # the suspects as plain dicts, and their verdicts set at once: a row at a time through
@@ -110,8 +103,8 @@ def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame
     found = df.loc[suspects, read].to_dict("records")
     # an instance type's memory asked of the providers once, not once per row (they are
     # loaded again on each ask: 0.17 s over 2,000 suspect rows)
-    hosts = {name: host_memory_gib(name) for name in {row.get("instance_type") for row in found}
-             if isinstance(name, str)}
+    hosts = {name: bounds.host_memory_gib(name)
+             for name in {row.get("instance_type") for row in found} if isinstance(name, str)}
     walked = [_row_verdict(row, hosts) for row in found]
     if walked:
         df.loc[suspects, "flags"] = [flags for flags, _ in walked]
@@ -123,7 +116,7 @@ def _row_verdict(row: dict[str, Any], hosts: dict[str, float | None]) -> tuple[s
     """A suspect row's flags and judgement (the reasons; "" where no bound caught it);
     `hosts`: each instance type's memory in GiB (host_memory_gib)."""
     memory = memory_verdicts(row, hosts.get(str(row.get("instance_type"))))
-    verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory
+    verdicts = _flop_verdicts(row) + scaling_verdicts(row) + memory + network_verdicts(row)
     ceiling = ceiling_verdicts({**row, "_precision": precision_of(row)})
     flags = [f for f in str(row.get("flags") or "").split(",") if f]
     stored_unchecked = Flag.IMPLAUSIBLE.value in flags and not present(row.get("peak_flops"))
@@ -193,24 +186,6 @@ def _over(df: pd.DataFrame, column: str, bound: float) -> pd.Series:
     if column not in df:
         return pd.Series(False, index=df.index)
     return pd.to_numeric(df[column], errors="coerce").fillna(0) > bound
-
-
-def _memory_suspects(df: pd.DataFrame) -> pd.Series:
-    """Rows whose memory peaks may exceed their device's (memory_verdicts decides)."""
-    import pandas as pd
-
-    suspects = pd.Series(False, index=df.index)
-    if "mem_alloc_peak_bytes" in df and "gpu_model" in df:
-        capacity = df["gpu_model"].map(gpu_memory_bytes)
-        suspects |= pd.to_numeric(df["mem_alloc_peak_bytes"], errors="coerce") > \
-            pd.to_numeric(capacity, errors="coerce")
-    if "host_rss_peak_bytes" in df and "instance_type" in df:
-        known = {name: host_memory_gib(name) for name in df["instance_type"].dropna().unique()}
-        memory = df["instance_type"].map(
-            lambda name: None if (gib := known.get(name)) is None else gib * GIB)
-        suspects |= pd.to_numeric(df["host_rss_peak_bytes"], errors="coerce") > \
-            pd.to_numeric(memory, errors="coerce")
-    return suspects.fillna(False)
 
 
 def precision_of(row: Any) -> str:
@@ -334,65 +309,6 @@ def scaling_verdicts(row: Any) -> list[Verdict]:
     return [Verdict(f"implausible: speedup {speedup:.2f}x on {devices} devices (efficiency "
                     f"{efficiency:.0%}, above 100% + {SCALING_TOLERANCE:.0%})",
                     float(efficiency))]
-
-
-def memory_verdicts(row: Any, memory: float | None) -> list[Verdict]:
-    """A memory peak above what the device holds; `memory`: the GiB of the row's instance
-    type (host_memory_gib), None where unknown."""
-    verdicts = []
-    capacity = gpu_memory_bytes(row.get("gpu_model"))
-    used = row.get("mem_alloc_peak_bytes")
-    if capacity and present(used) and used > capacity:
-        verdicts.append(Verdict(
-            f"implausible: {used / GIB:,.1f} GiB of GPU memory on a {row['gpu_model']} that "
-            f"holds {capacity / GIB:,.0f} GiB ({used / capacity:.1f}x)", used / capacity))
-    instance = row.get("instance_type")
-    rss = row.get("host_rss_peak_bytes")
-    if memory and present(rss) and rss > memory * GIB:
-        factor = rss / (memory * GIB)
-        verdicts.append(Verdict(
-            f"implausible: {rss / GIB:,.1f} GiB resident on a {instance} with "
-            f"{memory:g} GiB of memory ({factor:.1f}x)", factor))
-    return verdicts
-
-
-def host_memory_gib(instance_type: object) -> float | None:
-    """The memory of a row's instance type, as the provider whose catalogue has it says
-    (EC2's: providers/aws/catalogue.py); None where none knows it."""
-    return _catalogued(instance_type, lambda provider, name: provider.host_memory_gib(name))
-
-
-def host_gpus(instance_type: object) -> int | None:
-    """The GPUs of a row's instance type, as the provider whose catalogue has it says;
-    None where none knows it: how far advise projects a GPU count (projection.py)."""
-    return _catalogued(instance_type, lambda provider, name: provider.host_gpus(name))
-
-
-def _catalogued(instance_type: object, ask: Callable[[Provider, str], T | None]) -> T | None:
-    """The first answer a provider's catalogue gives for `instance_type`. A row does not
-    name its hardware's kind, so each provider is asked."""
-    from orchestrator.registry.providers import providers  # their settings' models: 0.1 s
-    # to import, which a store without an instance type never needs
-
-    if not isinstance(instance_type, str) or not instance_type:
-        return None
-    for provider in providers():
-        if (found := ask(provider, instance_type)) is not None:
-            return found
-    return None
-
-
-def gpu_memory_bytes(model: object) -> float | None:
-    """The memory of a GPU model: as its name states it (\"Tesla V100-SXM2-16GB\", \"NVIDIA
-    H100 80GB HBM3\"), else from the peak table; None where neither knows it."""
-    if not isinstance(model, str) or not model:
-        return None
-    # Read as GiB, the larger reading: a bound must never flag what the card can hold.
-    stated = re.search(r"(\d+)\s*GB\b", model)
-    if stated:
-        return float(stated.group(1)) * GIB
-    known = gpu_memory_gb(model)
-    return None if known is None else known * GIB
 
 
 def _workload_params(row: Any) -> dict[str, Any]:

@@ -78,7 +78,7 @@ def _devices_had(rows: pd.DataFrame) -> pd.Series:
     """The devices each row's machine has (module docstring); NaN where unknown."""
     import pandas as pd
 
-    from orchestrator.report.judge import host_gpus
+    from orchestrator.report.bounds import host_gpus
 
     def numbers(column: str) -> pd.Series:
         return pd.to_numeric(rows[column], errors="coerce") if column in rows else \

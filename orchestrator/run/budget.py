@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from orchestrator.registry.cell_run import Cell
+from orchestrator.registry.prices import cell_usd_per_hour
 
 
 @dataclass
@@ -26,7 +27,7 @@ class BudgetGuard:
     started: float = field(default_factory=time.monotonic)
 
     def cell_cost_usd(self, cell: Cell, seconds: float | None = None) -> float:
-        price = self.usd_per_hour.get(cell.hardware.name, 0.0)
+        price = cell_usd_per_hour(cell, self.usd_per_hour.get(cell.hardware.name, 0.0))
         if seconds is None:
             seconds = self.estimate_s.get(cell.cell_id) or cell.timeout_s
         return seconds / 3600 * price

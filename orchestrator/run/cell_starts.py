@@ -24,16 +24,25 @@ START_REPORT_TIMEOUT_S = 5.0  # a task's wait for the board to take its start
 
 
 class StartBoard:
-    """The actor: the tokens of the cell attempts that have started, in order."""
+    """The actor: the tokens of the cell attempts that have started, in order, and where
+    each cell across nodes meets (run/ray_task.py: its rendezvous)."""
 
     def __init__(self) -> None:
         self._tokens: list[str] = []
+        self._addresses: dict[str, str] = {}
 
     def started(self, token: str) -> None:
         self._tokens.append(token)
 
     def since(self, index: int) -> list[str]:
         return self._tokens[index:]
+
+    def publish(self, token: str, address: str) -> None:
+        """A cell across nodes: node 0's rendezvous (host:port) for its attempt `token`."""
+        self._addresses[token] = address
+
+    def address(self, token: str) -> str | None:
+        return self._addresses.get(token)
 
 
 class StartWatch:

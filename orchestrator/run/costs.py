@@ -14,12 +14,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from orchestrator.errors import BudgetError
-from orchestrator.registry.providers import Price, provider_for
+from orchestrator.registry.prices import Price
+from orchestrator.registry.providers import provider_for
 from orchestrator.results.records import ProvenanceRecord, Record
 from orchestrator.run.budget import BudgetGuard
 
 if TYPE_CHECKING:
     from orchestrator.plan.planner import Plan
+    from orchestrator.registry.cell_run import Cell
     from orchestrator.spec.model import Hardware, MatrixSpec
 
 
@@ -86,13 +88,14 @@ def budget_guard(budget_usd: float | None, usd_per_hour: dict[str, float],
                        fixed_usd_per_hour=fixed_usd_per_hour)
 
 
-def with_price(records: list[Record], instance_type: str | None,
-               price: Price | None) -> list[Record]:
-    """The attempt's records with its hardware's price on the provenance record."""
+def with_price(records: list[Record], cell: Cell, price: Price | None) -> list[Record]:
+    """The attempt's records with its price on the provenance record: its hardware's, for
+    every node it spans."""
     if price is None:
         return records
+    price = price.for_cell(cell)
     update = {"price_per_hour_usd": price.usd_per_hour, "price_source": price.describe(),
-              "instance_type": instance_type}
+              "instance_type": cell.hardware.instance_type}
     return [r.model_copy(update=update) if isinstance(r, ProvenanceRecord) else r
             for r in records]
 
@@ -102,5 +105,5 @@ def plan_cost_usd(plan: Plan, prices: dict[str, Price]) -> float:
     still get included. A cell without an estimate counts at its timeout: a budget is an
     upper bound, so the unknown is taken at its worst."""
     return sum((plan.estimate_s.get(cell.cell_id) or cell.timeout_s) / 3600 *
-               prices[cell.hardware.name].usd_per_hour
+               prices[cell.hardware.name].for_cell(cell).usd_per_hour
                for cell in [*plan.to_run, *plan.may_add] if cell.hardware.name in prices)

@@ -1,12 +1,13 @@
-"""Dispatchers: where and in which order cells run. Both yield each cell's records as it ends,
-and both ask the sweep's `CellPolicy` (cell_policy.py) whether a cell starts, whether one
-whose node was lost runs again, and how its end counts.
+"""The Ray dispatcher: where and in which order cells run on Ray. Like the serial one
+(`--no-ray`, serial.py) it yields each cell's records as it ends, and asks the sweep's
+`CellPolicy` (cell_policy.py) whether a cell starts, whether one whose node was lost runs
+again, and how its end counts.
 
 `RayDispatcher` sends each cell to a node that offers the Ray resource `hw:<hardware name>`
 (one unit per node, so a node runs one cell at a time and cells never disturb each other's
-timing) and the cell's GPUs. Without an address it starts an embedded single-node Ray that
-offers every local hardware entry and runs one cell at a time. `SerialDispatcher` runs the
-same cells in this process's environment without Ray (`--no-ray`). A Ray task runs its cell
+timing) and the cell's GPUs; a cell across nodes, to one such node per node it spans
+(node_gang.py). Without an address it starts an embedded single-node Ray that offers every
+local hardware entry and runs one cell at a time. A Ray task (ray_task.py) runs its cell
 with the driver's thread settings (`OMP_NUM_THREADS` ...), not Ray's default for a task, so
 a cell computes on the same threads either way.
 """
@@ -17,7 +18,6 @@ import contextlib
 import enum
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,16 +26,26 @@ from typing import Any
 
 from orchestrator import failpoints
 from orchestrator.errors import DispatchError, DriverNodeLost
-from orchestrator.executors import execute, executor_kind
-from orchestrator.executors.environment import thread_settings, with_thread_settings
+from orchestrator.executors import executor_kind
+from orchestrator.executors.environment import thread_settings
 from orchestrator.executors.logs import tail_of
 from orchestrator.executors.outcome import not_run_records
 from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
-from orchestrator.registry.providers import provider_for, validation_context
+from orchestrator.registry.providers import provider_for
 from orchestrator.results.records import CellRecord, Record, Status, parse_record
 from orchestrator.run.cell_policy import CellPolicy
-from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S, StartWatch
+from orchestrator.run.cell_starts import StartWatch
+from orchestrator.run.node_gang import (
+    Gang,
+    cancelled_records,
+    end_gang,
+    settle_followers,
+    start_gang,
+    take_follower,
+    with_followers,
+)
 from orchestrator.run.ray_address import check_reachable
+from orchestrator.run.ray_task import run_cell_on_node
 from orchestrator.spec.model import Hardware
 
 HW_PREFIX = "hw:"
@@ -57,32 +67,6 @@ class Loss(enum.Enum):
 
 def hw_resource(hardware_name: str) -> str:
     return f"{HW_PREFIX}{hardware_name}"
-
-
-class SerialDispatcher:
-    """Runs cells one after another in this environment; needs no Ray."""
-
-    def __init__(self, run_root: Path, tool: ToolInfo) -> None:
-        self.run_root, self.tool = run_root, tool
-        self.node_id = f"local:{socket.gethostname()}"
-
-    def cluster_hardware(self) -> set[str] | None:
-        """None: only this machine, which the plan judges itself."""
-        return None
-
-    def run(self, cells: list[Cell], images: dict[str, ImageRef],
-            policy: CellPolicy | None = None) -> Iterator[tuple[Cell, list[Record]]]:
-        policy = policy or CellPolicy()
-        for cell in cells:
-            refused = policy.refusal(cell, [])  # none runs beside it: it never waits
-            if refused is not None:
-                yield cell, policy.stopped(cell, refused.reason)
-                continue
-            records = execute(cell, self.run_root, self.tool, images, node_id=self.node_id)
-            yield cell, policy.ended(cell, records)
-
-    def close(self) -> None:
-        pass
 
 
 class RayDispatcher:
@@ -110,8 +94,9 @@ class RayDispatcher:
         with stderr_into(ray_log):
             self._connect(hardware)
         failpoints.reached("ray-start")  # the fault tests kill a sweep here, Ray just up
-        self._task = ray.remote(_run_cell_on_node)
+        self._task = ray.remote(run_cell_on_node)
         self._starts: StartWatch | None = None  # made with the first cell
+        self._gangs: dict[Any, Gang] = {}  # node 0's ref -> a cell across nodes' tasks
 
     def _connect(self, hardware: list[Hardware]) -> None:
         """Start the embedded Ray, or connect to the cluster through a node of this machine."""
@@ -139,12 +124,13 @@ class RayDispatcher:
             if sigterm is not None:
                 signal.signal(signal.SIGTERM, sigterm)
 
-    def cluster_hardware(self) -> set[str] | None:
-        """The hardware names the cluster's live nodes offer (None for an embedded Ray:
-        this machine, which the plan judges itself)."""
+    def cluster_hardware(self) -> dict[str, int] | None:
+        """The hardware names the cluster's live nodes offer, with how many nodes offer
+        each (None for an embedded Ray: this machine, which the plan judges itself)."""
         if self.embedded:
             return None
-        return {key.removeprefix(HW_PREFIX) for key in self.ray.cluster_resources()
+        return {key.removeprefix(HW_PREFIX): int(amount)
+                for key, amount in self.ray.cluster_resources().items()
                 if key.startswith(HW_PREFIX)}
 
     def run(self, cells: list[Cell], images: dict[str, ImageRef],
@@ -184,16 +170,18 @@ class RayDispatcher:
                         yield cell, policy.stopped(cell, refused.reason)
                         continue
                     running.append(cell)
-                    ref = self._task.options(
-                        resources={hw_resource(cell.hardware.name): 1.0},
-                        num_gpus=cell.hardware.gpus, num_cpus=0, max_retries=0,
-                        name=f"cell-{cell.cell_id}",
-                    ).remote(cell.model_dump_json(), str(self.run_root), self.tool,
-                             images.get(cell.stack.name), starts.board if starts else None,
-                             _token(cell, policy.attempt(cell)), self.threads)
+                    ref = self._submit(cell, images, starts, _token(cell, policy.attempt(cell)))
                     in_flight[ref] = (cell, time.monotonic())
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_POLL_S)
+                followers = [r for gang in self._gangs.values() for r in gang.followers
+                             if gang.rank_of(r) not in gang.ended]
+                ready, _ = ray.wait([*in_flight, *followers], num_returns=1,
+                                    timeout=WAIT_POLL_S)
                 for ref in ready:
+                    if ref not in in_flight:  # another node's part of a cell across nodes
+                        gang = next(g for g in self._gangs.values() if ref in g.refs)
+                        if take_follower(ray, gang, ref):
+                            ray.cancel(gang.lead, force=False)  # it fails the cell
+                        continue
                     cell, _ = in_flight.pop(ref)
                     records, lost = self._collect(ref, cell)
                     if lost is Loss.DRIVER_NODE:
@@ -207,9 +195,9 @@ class RayDispatcher:
                 now = time.monotonic()
                 live = self.cluster_hardware()
                 if live is not None:
-                    seen |= live
+                    seen |= set(live)
                     unoffered_since = {name: unoffered_since.get(name, now)
-                                       for name in seen - live}
+                                       for name in seen - set(live)}
                 if starts is not None:
                     starts.poll()
                 for ref, (cell, since) in list(in_flight.items()):
@@ -217,6 +205,7 @@ class RayDispatcher:
                                                cell.timeout_s) if starts else None
                     if overdue_s is not None:  # its executor cannot act: end it from here
                         ray.cancel(ref, force=True)
+                        self._drop_gang(ref, force=True)
                         del in_flight[ref]
                         yield cell, policy.ended(cell, overdue_records(cell, overdue_s,
                                                                        self.run_root))
@@ -225,6 +214,7 @@ class RayDispatcher:
                                             now - unoffered_since.get(cell.hardware.name, now))
                     if reason:
                         ray.cancel(ref, force=False)
+                        self._drop_gang(ref)
                         del in_flight[ref]
                         yield cell, policy.ended(cell, lost_node_records(cell, reason))
         finally:
@@ -234,6 +224,28 @@ class RayDispatcher:
             # the sweep also removes the run's containers from this machine's engine.
             for ref in in_flight:
                 ray.cancel(ref, force=False)
+                self._drop_gang(ref)
+
+    def _submit(self, cell: Cell, images: dict[str, ImageRef], starts: StartWatch | None,
+                token: str) -> Any:
+        """The cell's Ray task (node 0's, for a cell across nodes: node_gang.py)."""
+        resource = hw_resource(cell.hardware.name)
+        args = (cell.model_dump_json(), str(self.run_root), self.tool,
+                images.get(cell.stack.name), starts.board if starts else None, token,
+                self.threads)
+        if cell.hardware.nodes > 1:
+            gang = start_gang(self.ray, self._task, cell, resource, args)
+            self._gangs[gang.lead] = gang
+            return gang.lead
+        return self._task.options(
+            resources={resource: 1.0}, num_gpus=cell.hardware.gpus, num_cpus=0,
+            max_retries=0, name=f"cell-{cell.cell_id}").remote(*args)
+
+    def _drop_gang(self, ref: Any, force: bool = False) -> None:
+        """A cell across nodes that ended: nothing of it left on any node."""
+        gang = self._gangs.pop(ref, None)
+        if gang is not None:
+            end_gang(self.ray, gang, force)
 
     def _given_up(self, cell: Cell, waited_s: float, unoffered_s: float) -> str | None:
         """Why a submitted cell is given up as node_lost now, or None while it may end."""
@@ -248,7 +260,8 @@ class RayDispatcher:
 
     def _submittable(self, queue: list[Cell], running: list[Cell]) -> list[Cell]:
         """The queued cells that a node can start now: per hardware, as many as nodes
-        offer it (at least one, so an autoscaler sees the demand); one in all if embedded."""
+        offer it (at least one, so an autoscaler sees the demand), a cell across nodes
+        counting its nodes; one in all if embedded."""
         if self.embedded:
             return queue[:1] if not running else []
         capacity = {key.removeprefix(HW_PREFIX): max(1, int(amount))
@@ -256,12 +269,12 @@ class RayDispatcher:
                     if key.startswith(HW_PREFIX)}
         busy: dict[str, int] = {}
         for cell in running:
-            busy[cell.hardware.name] = busy.get(cell.hardware.name, 0) + 1
+            busy[cell.hardware.name] = busy.get(cell.hardware.name, 0) + cell.hardware.nodes
         chosen = []
         for cell in queue:
-            name = cell.hardware.name
-            if busy.get(name, 0) < capacity.get(name, 1):
-                busy[name] = busy.get(name, 0) + 1
+            name, nodes = cell.hardware.name, cell.hardware.nodes
+            if busy.get(name, 0) + nodes <= max(capacity.get(name, 1), nodes):
+                busy[name] = busy.get(name, 0) + nodes
                 chosen.append(cell)
         return chosen
 
@@ -290,7 +303,29 @@ class RayDispatcher:
         self.say(f"warning: {lost}; connected again through node {now[:12]}")
 
     def _collect(self, ref: Any, cell: Cell) -> tuple[list[Record], Loss]:
-        """The cell's records, and what died under it, if anything."""
+        """The cell's records, and what died under it, if anything. A cell across nodes
+        is node 0's records, failed where another node failed it, and its node's loss where
+        another node was lost."""
+        gang = self._gangs.get(ref)
+        if gang is None:
+            return self._collect_one(ref, cell)
+        if gang.lost is not None:
+            self._drop_gang(ref)
+            return lost_node_records(cell, gang.lost), Loss.NODE
+        lost = Loss.NONE
+        if gang.failure() is not None:  # node 0 was cancelled here, as another node failed
+            try:  # unless it had ended on its own first
+                records = [parse_record(raw) for raw in self.ray.get(ref)]
+            except self.ray.exceptions.RayError:
+                records = cancelled_records(gang)
+        else:
+            records, lost = self._collect_one(ref, cell)
+            if lost is Loss.NONE:
+                settle_followers(self.ray, gang)
+        self._drop_gang(ref)
+        return (with_followers(gang, records) if lost is Loss.NONE else records), lost
+
+    def _collect_one(self, ref: Any, cell: Cell) -> tuple[list[Record], Loss]:
         try:
             return [parse_record(raw) for raw in self.ray.get(ref)], Loss.NONE
         except self.ray.exceptions.LocalRayletDiedError:
@@ -349,31 +384,3 @@ def stderr_into(path: Path | None) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
-
-
-def _run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: ImageRef | None,
-                      board: Any, token: str, threads: dict[str, str]) -> list[dict[str, Any]]:
-    """The Ray task: run one cell on this node with its stack's executor and the driver's
-    thread settings, and tell the driver's start board when the cell's clock starts."""
-    import ray
-
-    cell = Cell.model_validate_json(cell_json, context=validation_context())
-    node_id = ray.get_runtime_context().get_node_id()
-    images = {cell.stack.name: image} if image is not None else {}
-
-    def started() -> None:
-        # Awaited, so the board holds the start before the cell's worker exists: a Ray
-        # worker that freezes from then on is still ended by the driver.
-        if board is None:
-            return
-        try:
-            ray.get(board.started.remote(token), timeout=START_REPORT_TIMEOUT_S)
-        except ray.exceptions.TaskCancelledError:
-            raise  # the sweep is stopping this cell: its executor must see it
-        except (ray.exceptions.RayError, TimeoutError):
-            pass  # a board that cannot take it: the executor's own timer still holds
-
-    with with_thread_settings(threads):
-        records = execute(cell, Path(run_root).expanduser(), tool, images, node_id=node_id,
-                          on_start=started)
-    return [r.model_dump(mode="json", exclude_none=True) for r in records]

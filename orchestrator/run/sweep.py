@@ -27,17 +27,19 @@ from orchestrator.executors.ceilings import forget_ceilings
 from orchestrator.hardware.local import detect_local
 from orchestrator.plan.planner import Plan, Selector, make_plan
 from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
-from orchestrator.registry.providers import Launch, Price, provider_named, providers, registered_for
+from orchestrator.registry.prices import Price
+from orchestrator.registry.providers import Launch, provider_named, providers, registered_for
 from orchestrator.report.frame import write_results
 from orchestrator.report.writer import write_report
 from orchestrator.results.records import CellRecord, Record, Status, with_attempts
 from orchestrator.results.run_directory import FULL, CellResult, RunDirectory, disk_full
 from orchestrator.run.cell_policy import CellPolicy
 from orchestrator.run.costs import budget_guard, check_budget, plan_prices, with_price
-from orchestrator.run.dispatch import RayDispatcher, SerialDispatcher
+from orchestrator.run.dispatch import RayDispatcher
 from orchestrator.run.image_builds import build_images, failed_image_records, image_stacks
 from orchestrator.run.interrupts import signals_deferred
 from orchestrator.run.progress import SweepProgress
+from orchestrator.run.serial import SerialDispatcher
 from orchestrator.run.waves import UntilDecided, Waves
 from orchestrator.spec.job import save_job
 from orchestrator.spec.loaded import workloads_of
@@ -344,8 +346,7 @@ class _Recorder:
             if self.target_cv is not None:
                 records = [*records[:-1],
                            records[-1].model_copy(update={"target_cv": self.target_cv})]
-            records = with_price(records, cell.hardware.instance_type,
-                                 self.prices.get(cell.hardware.name))
+            records = with_price(records, cell, self.prices.get(cell.hardware.name))
             self.store.append(records)
             if self.index is not None:
                 self.index.add(records)

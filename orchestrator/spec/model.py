@@ -46,6 +46,7 @@ HARD_MAX_CELLS = 100_000
 WORKER_PYTHON = (3, 11)  # the oldest Python orchestrator.worker runs on (requires-python)
 MAX_TIMEOUT_S = 30 * 24 * 3600.0  # a longer cell is a slip; 1e308 overflows the timers
 MAX_MEMORY_LIMIT_MB = 2**24  # 16 TiB, past any machine; passed on in bytes (64 bits)
+MAX_NODES = 4096  # nodes one cell may span: past any cluster's job
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -57,6 +58,36 @@ class Hardware(_Strict, HardwareFields):
 
     # the kind's own keys, as its provider's model (SerializeAsAny: dumped as that model)
     settings: SerializeAsAny[KindSettings] = Field(default_factory=KindSettings)
+    # `nodes: [1, 2, 4]`: an axis, one configuration per count, as a parameter's list is
+    # (node_variants); each cell's hardware holds its own count in `nodes`
+    node_counts: tuple[Annotated[int, Field(ge=1, le=MAX_NODES)], ...] | None = Field(
+        default=None, min_length=1, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_axis(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("nodes"), list):
+            counts = data["nodes"]
+            wrong = [n for n in counts if not isinstance(n, int) or isinstance(n, bool)
+                     or not 1 <= n <= MAX_NODES]
+            if not counts or wrong:
+                raise ValueError(f"nodes is a count or a list of counts, each a whole number "
+                                 f"from 1 to {MAX_NODES}, not {counts}")
+            if len(set(counts)) != len(counts):
+                raise ValueError(f"nodes lists a count twice: {counts}")
+            return {**data, "nodes": counts[0], "node_counts": tuple(counts)}
+        return data
+
+    def node_variants(self) -> list[Hardware]:
+        """The entry once per node count it lists (itself, where it names one)."""
+        if self.node_counts is None:
+            return [self]
+        return [self.model_copy(update={"nodes": n, "node_counts": None})
+                for n in self.node_counts]
+
+    @property
+    def most_nodes(self) -> int:
+        return max(self.node_counts or (self.nodes,))
 
     @model_validator(mode="before")
     @classmethod

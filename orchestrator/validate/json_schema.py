@@ -13,7 +13,7 @@ from typing import Any
 from orchestrator.registry.executors import executor_kind, executor_names
 from orchestrator.registry.providers import hardware_kinds as registered_kinds
 from orchestrator.registry.providers import provider_names, registered_for, section_of
-from orchestrator.spec.model import MatrixSpec
+from orchestrator.spec.model import MAX_NODES, MatrixSpec
 
 
 def json_schema() -> dict[str, Any]:
@@ -26,6 +26,13 @@ def json_schema() -> dict[str, Any]:
     shared = defs.pop("Hardware")
     defs.pop("KindSettings", None)
     shared["properties"].pop("settings")
+    shared["properties"].pop("node_counts")  # written as `nodes: [1, 2]`
+    count = shared["properties"]["nodes"]
+    count["maximum"] = MAX_NODES
+    shared["properties"]["nodes"] = {
+        "anyOf": [count, {"type": "array", "items": count, "minItems": 1,
+                          "uniqueItems": True}],
+        "default": 1, "description": "the nodes a cell spans; a list is an axis"}
     shared["properties"]["kind"]["enum"] = registered_kinds()
     defs["Hardware"] = {"title": "Hardware", "description": shared["description"],
                         "oneOf": [_entry_of_kind(shared, kind, defs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from orchestrator.worker.bounds import NAME, NOT_NEGATIVE, Bound
+from orchestrator.worker.bounds import NAME, NOT_NEGATIVE, POSITIVE, Bound
 from orchestrator.worker.units import ITEM_UNIT_PATTERN
 from orchestrator.worker.workload_code import workload_package
 
@@ -61,6 +61,12 @@ class HardwareFields:
     # What an hour of this hardware costs where no provider prices it (a cluster that
     # charges back, a machine's amortised cost); it overrides a provider's price.
     price_per_hour: Annotated[float | None, NOT_NEGATIVE] = None
+    # the nodes one cell spans (worker/nodes.py: one worker per node, all ranks in one
+    # group); in identity only above 1. A price is per node: a cell pays for all of them.
+    nodes: Annotated[int, POSITIVE] = 1
+    # the link between nodes as its datasheet states it, Gbit/s per node, where no catalogue
+    # knows it (EC2's does): what a measured bus bandwidth is judged against. Not identity.
+    net_gbps: Annotated[float | None, POSITIVE] = None
 
 
 @dataclass

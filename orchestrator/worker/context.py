@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator.worker.cell_file import CellFile
 from orchestrator.worker.contention import ContentionProbe
 from orchestrator.worker.measure import EpochMeter, HostRssProbe, MemoryProbe, Sync, no_sync
+from orchestrator.worker.nodes import NodePlace, node_place
 from orchestrator.worker.profiling import EpochProfiler
 from orchestrator.worker.records import Line, MeasurementLine
 from orchestrator.worker.units import plural
@@ -65,6 +66,10 @@ class Context:
         # set by the workload (uses_devices): the GPUs it trains on, or its ranks or devices
         # where it counts them on a CPU too; absent, the report counts the node's GPUs
         self.devices_used: int | None = None
+        # a cell across nodes: this worker's node among them (nodes.py), and what its group
+        # recorded (record_group): ranks in all, each rank's host, the network's bus bandwidth
+        self.node: NodePlace = node_place(cell.hardware.nodes)
+        self.group: dict[str, Any] = {}
         self._sync: Sync = no_sync
         self._probes: list[MemoryProbe] = host_probes()
         self._epochs_started = 0
@@ -120,6 +125,14 @@ class Context:
         """Record how many devices the workload trains on (GPUs, or ranks on a CPU), for the
         provenance record: the row's peak is theirs, not the node's."""
         self.devices_used = count
+
+    def record_group(self, world_size: int, rank_hosts: list[str],
+                     busbw_gbs: float | None = None, probe_bytes: int | None = None) -> None:
+        """Record, for the provenance record, the process group of a cell across nodes: its
+        ranks in all, the host of each in rank order, and the all-reduce bus bandwidth its
+        network probe measured (GB/s) at its largest size (bytes)."""
+        self.group = {"world_size": world_size, "rank_hosts": list(rank_hosts),
+                      "net_busbw_gbs": busbw_gbs, "net_probe_bytes": probe_bytes}
 
     def gpu_probes(self) -> list[MemoryProbe]:
         """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""

@@ -13,7 +13,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 def mismatch(value: Any, hint: Any) -> str | None:
     """Why `value` (from JSON) is not of the type `hint`, or None where it is. Types as the
     records declare them: str, int, float (an int is one), bool, an Enum, a Literal,
-    `X | None`, dict[str, X]."""
+    `X | None`, dict[str, X], list[X]."""
     origin, args = get_origin(hint), get_args(hint)
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
@@ -28,6 +28,13 @@ def mismatch(value: Any, hint: Any) -> str | None:
         for key, item in value.items():
             if why := mismatch(item, args[1]):
                 return f"has {key!r} that {why}"
+        return None
+    if origin is list:
+        if not isinstance(value, list):
+            return f"is {_what(value)}, not a list"
+        for index, item in enumerate(value):
+            if why := mismatch(item, args[0]):
+                return f"has item {index} that {why}"
         return None
     if isinstance(hint, type) and issubclass(hint, Enum):
         allowed = [member.value for member in hint]

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     workload_s = time.perf_counter() - start
     writer.write(TimingLine(workload_s=workload_s))
     provenance = dataclasses.replace(_provenance(ctx), **reported)
-    if code == 0 and ctx is not None:
+    if code == 0 and ctx is not None and ctx.node.times:  # node 0 speaks for the cell
         provenance = dataclasses.replace(
             provenance, **ceiling_provenance(ctx, elapsed_s=time.perf_counter() - start))
     writer.write(provenance)
@@ -78,6 +78,9 @@ def _start_line(ctx: Context) -> str:
     cell = ctx.cell
     params = " ".join(f"{k}={v}" for k, v in cell.params.items())
     where = f"{cell.hardware.gpus} GPU(s)" if cell.hardware.gpus else "CPU"
+    node = ctx.node
+    if node.spans_nodes:
+        where += f", node {node.node_rank} of {node.nodes}, rendezvous {node.addr}:{node.port}"
     return (f"matrix-bench: cell {cell.cell_id} (repeat {cell.repeat}), {cell.workload} "
             f"{cell.workload_version}: {params or 'defaults'}; {cell.epochs} epoch(s) on "
             f"{cell.hardware.name} ({where}), stack {cell.stack.name}")
@@ -122,6 +125,8 @@ def _provenance(ctx: Context | None) -> ProvenanceLine:
         data_sha256=ctx.data_files,
         precision_switches={str(k): str(v) for k, v in ctx.precision_switches.items()},
         compute_device=ctx.compute_device or None, devices_used=ctx.devices_used or None,
+        nodes=ctx.node.nodes, **ctx.group,
+        net_link_gbps=ctx.cell.hardware.net_gbps if ctx.node.spans_nodes else None,
         **(_gpu_provenance() if ctx.gpus > 0 else {}))
 
 

@@ -3,9 +3,11 @@
 This process is rank 0: it times the epochs (each a round of `steps_per_epoch` optimizer
 steps) and writes the records. Ranks 1..N-1 are spawned processes (one per further GPU, or
 CPU worker) running the same loop on their own data, with the same barriers, and they die
-with rank 0. Every step trains batch_size x context real tokens on each rank (dense
-windows, no padding), so a step's items are batch_size x context x ranks, counted without
-a collective. The round's batches are made before it is timed; a barrier starts the round,
+with rank 0. Across nodes (`nodes: N`), each node's worker starts its own ranks, all in one
+group; node 0's first process is rank 0, the others run the loop untimed. Every step
+trains batch_size x context real tokens on each rank (dense windows, no padding), so a
+step's items are batch_size x context x ranks (of every node), counted without a
+collective. The round's batches are made before it is timed; a barrier starts the round,
 and the round ends when the slowest rank's last step does.
 
 `dp_mode` ddp wraps the model in DistributedDataParallel; fsdp applies FSDP2's
@@ -38,13 +40,14 @@ from workloads.torch_common import (
     set_precision,
 )
 from workloads.torch_ranks import (
+    Ranks,
     barrier,
+    cell_ranks,
     each_rank,
     first_rank_device,
     join_group,
     leave_group,
     other_rank_device,
-    rank_count,
     rank_group,
 )
 
@@ -131,35 +134,38 @@ def _stream(p: dict[str, Any], rank: int, step: int) -> int:
 
 def run(ctx: Context) -> None:
     p = ctx.params
-    workers = rank_count(ctx)
-    on_gpu = ctx.gpus > 0
-    device = first_rank_device(ctx, workers)
+    ranks = cell_ranks(ctx)
+    device = first_rank_device(ctx, ranks)
     set_precision(p["precision"], device)
     ctx.precision_switches.update(precision_switches(p["precision"], device))
     require_autocast_dtype(nn.Linear(8, 8).to(device), "the model's Linear layers",
                            torch.zeros(1, 8, device=device), p["precision"], device)
     if p["data"] != "synthetic":
         ctx.data_files[os.path.basename(p["data"])] = sha256_of(Path(p["data"]))
-    with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
-        trainer = Trainer(p, 0, workers, device)
+    with rank_group(ctx, ranks, _other_rank, p, ctx.epochs) as ranks:
+        trainer = Trainer(p, ranks.first, ranks.world, device)
         ran_on(ctx, trainer.model)
-        _train(ctx, trainer, workers, device)
+        if ranks.node.times:
+            _train(ctx, trainer, ranks, device)
+        else:  # another node's first rank: the same rounds, untimed
+            _untimed_rounds(trainer, p, ctx.epochs, ranks.world, device)
 
 
-def _train(ctx: Context, trainer: Trainer, workers: int, device: torch.device) -> None:
+def _train(ctx: Context, trainer: Trainer, ranks: Ranks, device: torch.device) -> None:
     """Rank 0's timed rounds (the model is dropped on return, before the group is left)."""
     p = ctx.params
+    workers = ranks.world
     steps, tokens = p["steps_per_epoch"], p["batch_size"] * p["context"] * workers
     for epoch in ctx.epoch_range():
         batches = trainer.batches((epoch - 1) * steps, steps)
         _reset_peak(device)
-        barrier(workers)  # every rank starts the round together
+        barrier(ranks)  # every rank starts the round together
         meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
         for index, (inputs, targets) in enumerate(batches):
             with meter.step(items=tokens):
                 trainer.step(inputs, targets)
                 if index == steps - 1:
-                    barrier(workers)  # the round ends with the slowest rank's step
+                    barrier(ranks)  # the round ends with the slowest rank's step
         summary = meter.summary()
         ctx.end_epoch(epoch, meter,
                       tokens_per_s_per_rank=float(summary["items_per_s"]) / workers,
@@ -186,13 +192,12 @@ def _largest_rank_peak(device: torch.device, workers: int) -> float:
     return peak
 
 
-def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, Any],
-                rounds: int) -> None:
-    """Ranks 1..N-1: rank 0's loop with its barriers and collectives, untimed."""
-    device = other_rank_device(rank, workers, on_gpu)
-    join_group(rank, workers, port, on_gpu)
+def _other_rank(rank: int, ranks: Ranks, p: dict[str, Any], rounds: int) -> None:
+    """A node's other ranks: rank 0's loop with its barriers and collectives, untimed."""
+    device = other_rank_device(rank, ranks)
+    join_group(rank, ranks)
     try:
-        _untimed_rounds(Trainer(p, rank, workers, device), p, rounds, workers, device)
+        _untimed_rounds(Trainer(p, rank, ranks.world, device), p, rounds, ranks.world, device)
     finally:
         leave_group()
 
@@ -216,11 +221,11 @@ def one_step_checksums(p: dict[str, Any], workers: int) -> list[float]:
     return each_rank(_checksum_rank, workers, p)
 
 
-def _checksum_rank(rank: int, workers: int, port: int, results: Any, p: dict[str, Any]) -> None:
+def _checksum_rank(rank: int, ranks: Ranks, results: Any, p: dict[str, Any]) -> None:
     torch.set_num_threads(1)
-    join_group(rank, workers, port, on_gpu=False)
+    join_group(rank, ranks)
     try:
-        trainer = Trainer(p, rank, workers, torch.device("cpu"))
+        trainer = Trainer(p, rank, ranks.world, torch.device("cpu"))
         (inputs, targets), = trainer.batches(0, 1)
         trainer.step(inputs, targets)
         results.put((rank, trainer.checksum()))

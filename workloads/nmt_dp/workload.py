@@ -32,13 +32,14 @@ from workloads.torch_common import (
     set_precision,
 )
 from workloads.torch_ranks import (
+    Ranks,
     barrier,
+    cell_ranks,
     each_rank,
     first_rank_device,
     join_group,
     leave_group,
     other_rank_device,
-    rank_count,
     rank_group,
 )
 
@@ -188,46 +189,48 @@ class Worker:
 
 def run(ctx: Context) -> None:
     p = ctx.params
-    workers = rank_count(ctx)
-    on_gpu = ctx.gpus > 0
-    device = first_rank_device(ctx, workers)
+    ranks = cell_ranks(ctx)
+    device = first_rank_device(ctx, ranks)
     precision = p["precision"]
     set_precision(precision, device)  # this rank's; every other rank sets its own (Worker)
     ctx.precision_switches.update(precision_switches(precision, device))
     require_precision(p, device)  # before any rank is spawned
-    with rank_group(workers, on_gpu, _other_rank, p, ctx.epochs):
-        worker = Worker(p, 0, workers, device)
+    with rank_group(ctx, ranks, _other_rank, p, ctx.epochs) as ranks:
+        worker = Worker(p, ranks.first, ranks.world, device)
         ran_on(ctx, worker.model)
-        _train(ctx, worker, workers)
+        if ranks.node.times:
+            _train(ctx, worker, ranks)
+        else:  # another node's first rank: the same rounds, untimed
+            _untimed_rounds(worker, p, ctx.epochs)
 
 
-def _train(ctx: Context, worker: Worker, workers: int) -> None:
+def _train(ctx: Context, worker: Worker, ranks: Ranks) -> None:
     """Rank 0's timed rounds (the model is dropped on return, before the group is left)."""
     p = ctx.params
+    workers = ranks.world
     per_round = p["batches_per_round"]
     for epoch in ctx.epoch_range():
         first = (epoch - 1) * per_round
         batches = worker.batches(first, per_round)
         words = [words_of(p, workers, step) for step in range(first, first + per_round)]
-        barrier(workers)  # every worker starts the round together
+        barrier(ranks)  # every worker starts the round together
         meter = ctx.start_epoch(warmup_steps=p["warmup_steps"])
         for index, batch in enumerate(batches):
             with meter.step(items=words[index]):
                 worker.step(batch)
                 if index == per_round - 1:
-                    barrier(workers)  # the round ends when the slowest worker's does
+                    barrier(ranks)  # the round ends when the slowest worker's does
         summary = meter.summary()
         ctx.end_epoch(epoch, meter, ms_per_step=float(summary["train_s"]) * 1e3
                       / int(summary["steps"]))
 
-def _other_rank(rank: int, workers: int, port: int, on_gpu: bool, p: dict[str, Any],
-                rounds: int) -> None:
+def _other_rank(rank: int, ranks: Ranks, p: dict[str, Any], rounds: int) -> None:
     """Ranks 1..N-1: the same loop as rank 0, with the same barriers, untimed. Each dies
     with rank 0, so a killed cell leaves no rank waiting in a collective."""
-    device = other_rank_device(rank, workers, on_gpu)
-    join_group(rank, workers, port, on_gpu)
+    device = other_rank_device(rank, ranks)
+    join_group(rank, ranks)
     try:
-        _untimed_rounds(Worker(p, rank, workers, device), p, rounds)
+        _untimed_rounds(Worker(p, rank, ranks.world, device), p, rounds)
     finally:
         leave_group()
 
@@ -247,11 +250,11 @@ def one_step_checksums(p: dict[str, Any], workers: int) -> list[float]:
     return each_rank(_checksum_rank, workers, p)
 
 
-def _checksum_rank(rank: int, workers: int, port: int, results: Any, p: dict[str, Any]) -> None:
+def _checksum_rank(rank: int, ranks: Ranks, results: Any, p: dict[str, Any]) -> None:
     torch.set_num_threads(1)
-    join_group(rank, workers, port, on_gpu=False)
+    join_group(rank, ranks)
     try:
-        worker = Worker(p, rank, workers, torch.device("cpu"))
+        worker = Worker(p, rank, ranks.world, torch.device("cpu"))
         worker.step(synthetic_batch(p, rank, 0, torch.device("cpu")))
         results.put((rank, worker.checksum()))
         del worker

@@ -90,7 +90,7 @@ def _podman(*args: str, timeout: float | None = None, cells_bound: bool = False,
 def run_cell(run: CellRun) -> list[Record]:
     """Run `run.cell` in a Podman container of `run.image` and return its journal records."""
     cell, image = run.cell, run.image
-    files = CellFiles.prepare(in_image(cell), run.run_root)
+    files = CellFiles.prepare(in_image(cell), run.run_root, run.node.node_rank)
     refused = refusal(run, files, "podman")
     if image is None:
         return refused(Status.IMAGE_FAILED, f"stack {cell.stack.name} has no image")
@@ -106,7 +106,7 @@ def run_cell(run: CellRun) -> list[Record]:
     except LookupError as exc:
         return refused(Status.IMAGE_FAILED, str(exc))
 
-    spec = container_spec(cell, files.cell.parent, local)
+    spec = container_spec(cell, files.cell.parent, local, run.node)
     start = time.perf_counter()
     try:
         _remove(spec.name)  # an earlier attempt's container holds the name
@@ -143,7 +143,8 @@ def run_cell(run: CellRun) -> list[Record]:
 
 def run_arguments(spec: ContainerSpec) -> list[str]:
     """`podman run`'s arguments for the container: an argument list, never a shell."""
-    args = ["--detach", "--init", "--network", "none", "--user", spec.user, "--name", spec.name]
+    network = "host" if spec.host_network else "none"
+    args = ["--detach", "--init", "--network", network, "--user", spec.user, "--name", spec.name]
     for key, value in spec.labels.items():
         args += ["--label", f"{key}={value}"]
     for key, value in spec.environment.items():

@@ -22,27 +22,31 @@ class InstanceType:
     gpus: int = 0
     gpu_model: str | None = None  # as the driver names it (hardware/peaks.py)
     gpu_memory_gib: float | None = None  # per GPU
+    # the network bandwidth EC2 states for it, Gbit/s (its "up to" figure where it bursts):
+    # what a cell across nodes' bus bandwidth is judged against
+    network_gbps: float | None = None
 
 
-# Shipped, from the EC2 instance-type pages (accelerated computing and compute optimized);
+# Shipped, from the EC2 instance-type pages (accelerated computing and compute optimized;
+# network bandwidth from their "Network bandwidth (Gbps)" column, as of 2026-11);
 # describe_instance_types() refreshes these fields where credentials exist.
 EC2_INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in (
-    InstanceType("m5.large", 2, 8),  # the default head node
-    InstanceType("c5.xlarge", 4, 8),
-    InstanceType("c5.4xlarge", 16, 32),
-    InstanceType("c5.18xlarge", 72, 144),
-    InstanceType("p3.2xlarge", 8, 61, 1, "Tesla V100-SXM2-16GB", 16),
-    InstanceType("p3.8xlarge", 32, 244, 4, "Tesla V100-SXM2-16GB", 16),
-    InstanceType("p3.16xlarge", 64, 488, 8, "Tesla V100-SXM2-16GB", 16),
-    InstanceType("p3dn.24xlarge", 96, 768, 8, "Tesla V100-SXM2-32GB", 32),
-    InstanceType("g4dn.xlarge", 4, 16, 1, "Tesla T4", 16),
-    InstanceType("g4dn.12xlarge", 48, 192, 4, "Tesla T4", 16),
-    InstanceType("g5.xlarge", 4, 16, 1, "NVIDIA A10G", 24),
-    InstanceType("g5.12xlarge", 48, 192, 4, "NVIDIA A10G", 24),
-    InstanceType("g6.xlarge", 4, 16, 1, "NVIDIA L4", 24),
-    InstanceType("g6.12xlarge", 48, 192, 4, "NVIDIA L4", 24),
-    InstanceType("p4d.24xlarge", 96, 1152, 8, "NVIDIA A100-SXM4-40GB", 40),
-    InstanceType("p5.48xlarge", 192, 2048, 8, "NVIDIA H100 80GB HBM3", 80),
+    InstanceType("m5.large", 2, 8, network_gbps=10),  # the default head node
+    InstanceType("c5.xlarge", 4, 8, network_gbps=10),
+    InstanceType("c5.4xlarge", 16, 32, network_gbps=10),
+    InstanceType("c5.18xlarge", 72, 144, network_gbps=25),
+    InstanceType("p3.2xlarge", 8, 61, 1, "Tesla V100-SXM2-16GB", 16, network_gbps=10),
+    InstanceType("p3.8xlarge", 32, 244, 4, "Tesla V100-SXM2-16GB", 16, network_gbps=10),
+    InstanceType("p3.16xlarge", 64, 488, 8, "Tesla V100-SXM2-16GB", 16, network_gbps=25),
+    InstanceType("p3dn.24xlarge", 96, 768, 8, "Tesla V100-SXM2-32GB", 32, network_gbps=100),
+    InstanceType("g4dn.xlarge", 4, 16, 1, "Tesla T4", 16, network_gbps=25),
+    InstanceType("g4dn.12xlarge", 48, 192, 4, "Tesla T4", 16, network_gbps=50),
+    InstanceType("g5.xlarge", 4, 16, 1, "NVIDIA A10G", 24, network_gbps=10),
+    InstanceType("g5.12xlarge", 48, 192, 4, "NVIDIA A10G", 24, network_gbps=40),
+    InstanceType("g6.xlarge", 4, 16, 1, "NVIDIA L4", 24, network_gbps=10),
+    InstanceType("g6.12xlarge", 48, 192, 4, "NVIDIA L4", 24, network_gbps=40),
+    InstanceType("p4d.24xlarge", 96, 1152, 8, "NVIDIA A100-SXM4-40GB", 40, network_gbps=400),
+    InstanceType("p5.48xlarge", 192, 2048, 8, "NVIDIA H100 80GB HBM3", 80, network_gbps=3200),
 )}
 
 
@@ -94,5 +98,13 @@ def described_instance_types(ec2: Any, names: list[str]) -> dict[str, InstanceTy
                 # AWS names the model ("V100"); the shipped name is the driver's, finer.
                 gpu_model=(shipped.gpu_model if shipped and shipped.gpu_model else
                            f"{gpu['Manufacturer']} {gpu['Name']}" if gpu else None),
-                gpu_memory_gib=gpu["MemoryInfo"]["SizeInMiB"] / 1024 if gpu else None)
+                gpu_memory_gib=gpu["MemoryInfo"]["SizeInMiB"] / 1024 if gpu else None,
+                network_gbps=stated_gbps(item.get("NetworkInfo", {}).get("NetworkPerformance")))
     return found
+
+
+def stated_gbps(performance: object) -> float | None:
+    """EC2's "Up to 10 Gigabit", "3200 Gigabit" as Gbit/s (the "up to" figure: a bound);
+    None for a wording without a figure ("Moderate")."""
+    found = re.search(r"(\d+(?:\.\d+)?)\s*Gigabit", str(performance or ""))
+    return float(found.group(1)) if found else None

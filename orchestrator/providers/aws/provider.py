@@ -35,6 +35,11 @@ class AwsProvider(BaseProvider):
     def hardware_problem(self, hardware: Hardware) -> str | None:
         if not hardware.instance_type:
             return "kind ec2 needs an instance_type (e.g. p3.2xlarge)"
+        if hardware.most_nodes > 1:
+            return (f"kind ec2 runs a cell on one node for now (nodes: "
+                    f"{hardware.most_nodes}): "
+                    "a cell across nodes runs on a Ray cluster, kind local with "
+                    "--ray-address")
         return instance_type_problem(hardware.instance_type, hardware.gpus)
 
     def host_memory_gib(self, instance_type: str) -> float | None:
@@ -44,6 +49,10 @@ class AwsProvider(BaseProvider):
     def host_gpus(self, instance_type: str) -> int | None:
         known = EC2_INSTANCE_TYPES.get(instance_type)
         return known.gpus if known else None
+
+    def host_network_gbps(self, instance_type: str) -> float | None:
+        known = EC2_INSTANCE_TYPES.get(instance_type)
+        return known.network_gbps if known else None
 
     def matrix_problem(self, spec: MatrixSpec) -> tuple[tuple[str | int, ...], str] | None:
         aws = aws_section(spec)

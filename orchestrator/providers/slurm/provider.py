@@ -40,6 +40,11 @@ class SlurmProvider(BaseProvider):
         asks = slurm_settings(hardware)
         if not asks.partition:
             return "kind slurm needs a partition (e.g. partition: gpu)"
+        if hardware.most_nodes > 1:
+            return (f"kind slurm runs a cell on one node for now (nodes: "
+                    f"{hardware.most_nodes}): "
+                    "a cell across nodes runs on a Ray cluster, kind local with "
+                    "--ray-address")
         if asks.time_limit is not None:
             limit = time_limit_s(asks.time_limit)
             if asks.time_limit.strip().upper() in ("UNLIMITED", "INFINITE") or limit == 0:

@@ -1,0 +1,281 @@
+"""A cell across nodes (issue 58): one training job whose ranks span nodes, its network
+measured, its price every node's. The Ray tests run gpt_lm across the session's two real Ray
+nodes (both offer hw:pair); the others need no cluster."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cell_records, descendants, journal, left_behind, run_cli, write
+
+PAIR = """
+name: {name}
+hardware:
+  - {{name: pair, kind: local, nodes: {nodes}, price_per_hour: 1.5}}
+stacks: [{{name: here, executor: process}}]
+workloads:
+  - name: gpt_lm
+    params: {{preset: tiny, workers: 1, steps_per_epoch: {steps}, warmup_steps: 1}}
+    epochs: {epochs}
+    timeout_s: 300
+"""
+
+
+def _provenance(run_dir: Path, cell_id: str) -> dict:
+    (record,) = [r for r in journal(run_dir) if r["record"] == "provenance"
+                 and r["cell_id"] == cell_id]
+    return record
+
+
+@pytest.mark.ray
+def test_gpt_lm_across_two_ray_nodes_is_one_group_with_its_network_measured(
+        ray_cluster, tmp_path):
+    import pandas as pd
+
+    path = write(tmp_path / "m.yaml", PAIR.format(name="pair", nodes=[1, 2], steps=4, epochs=2))
+    done = run_cli("run", str(path), "--ray-address", ray_cluster.address, "--db", "none",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = tmp_path / "reports" / "pair"
+    one, cell = sorted(cell_records(run_dir), key=lambda c: c.get("hw.nodes") or 1)
+    assert (one["status"], cell["status"]) == ("ok", "ok"), (one.get("error"), cell.get("error"))
+    assert "hw.nodes" not in one and cell["hw.nodes"] == 2  # told apart in every table
+    provenance = _provenance(run_dir, cell["cell_id"])
+    assert provenance["nodes"] == 2 and provenance["world_size"] == 2
+    assert len(provenance["rank_hosts"]) == 2
+    assert provenance["devices_used"] == 2  # its throughput counts both ranks' tokens
+    assert provenance["net_busbw_gbs"] > 0
+    assert provenance["net_probe_bytes"] >= 8
+    # every node of the cell is paid for
+    assert provenance["price_per_hour_usd"] == pytest.approx(3.0)
+    # node 1 ran its own worker, with its own files, and told the rendezvous it used
+    node1_log = (run_dir / "logs" / f"{cell['cell_id']}.node1.log").read_text()
+    assert "node 1 of 2, rendezvous" in node1_log
+    assert "all-reduce bus bandwidth over 8 B" in node1_log
+    rows = pd.read_parquet(run_dir / "results.parquet")
+    row = rows[rows["cell_id"] == cell["cell_id"]].iloc[0]
+    assert row["nodes"] == 2 and row["world_size"] == 2 and row["net_busbw_gbs"] > 0
+    assert _provenance(run_dir, one["cell_id"])["nodes"] == 1
+
+
+@pytest.mark.ray
+def test_a_rank_killed_on_one_node_fails_the_cell_and_leaves_nothing_on_either(
+        ray_cluster, tmp_path):
+    import psutil
+
+    path = write(tmp_path / "m.yaml", PAIR.format(name="killed", nodes=2, steps=400, epochs=3))
+    run_dir = tmp_path / "reports" / "killed"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        sweep = pool.submit(run_cli, "run", str(path), "--ray-address", ray_cluster.address,
+                            "--db", "none", cwd=tmp_path)
+        victim, cell_id = _node1_worker_once_training(run_dir, sweep)
+        os.kill(victim, signal.SIGKILL)
+        done = sweep.result(timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (cell,) = cell_records(run_dir)
+    assert cell["status"] in {"failed", "crashed"}, cell
+    assert "node 1 of 2 ended crashed: worker killed by SIGKILL" in cell["error"]
+    assert 0 < cell["wall_s"] < 300  # the time it held both nodes, bounded
+    time.sleep(1)  # the cancelled tasks' executors end their groups as they unwind
+    still = [p.pid for p in psutil.process_iter(["cmdline"])
+             if any(cell_id in part for part in (p.info["cmdline"] or []))]
+    assert still == [], f"processes of the cell left running: {still}"
+
+
+def _node1_worker_once_training(run_dir: Path, sweep: concurrent.futures.Future) -> tuple[
+        int, str]:
+    """Node 1's worker process, once its log says it trains (the probe done), and the id
+    of its cell."""
+    import psutil
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not sweep.done():
+        for log in (run_dir / "logs").glob("*.node1.log") if (run_dir / "logs").exists() \
+                else []:
+            if "all-reduce bus bandwidth" not in log.read_text():
+                continue
+            cell_id = log.name.split(".")[0]
+            for process in psutil.process_iter(["cmdline"]):
+                cmdline = process.info["cmdline"] or []
+                if "orchestrator.worker" in cmdline and any(
+                        f"{cell_id}.node1.json" in part for part in cmdline):
+                    return process.pid, cell_id
+        time.sleep(0.2)
+    raise AssertionError(f"node 1's worker never trained: {sweep.result().stderr[-2000:]}"
+                         if sweep.done() else "node 1's worker never trained")
+
+
+def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path):
+    """The executor's side without Ray: two launches of one cell, nodes 0 and 1, meet at
+    the rendezvous they are given and train as one group; node 1 measures nothing and
+    still ends ok."""
+    from orchestrator.executors import NodePlace, execute
+    from orchestrator.plan.cells import expand
+    from orchestrator.registry.cell_run import ToolInfo
+    from orchestrator.validate import load_spec
+
+    spec = load_spec(write(tmp_path / "m.yaml", PAIR.format(name="launch", nodes=2,
+                                                            steps=2, epochs=1)))
+    (cell,) = expand(spec)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ended: dict[int, list] = {}
+    before = descendants()
+
+    def node(rank: int) -> None:
+        ended[rank] = execute(cell, tmp_path / "run", ToolInfo("test", None), {},
+                              node=NodePlace(2, rank, "127.0.0.1", port))
+
+    threads = [threading.Thread(target=node, args=(rank,)) for rank in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(240)
+    assert [ended[rank][-1].status.value for rank in (0, 1)] == ["ok", "ok"], \
+        [ended[rank][-1].error for rank in (0, 1)]
+    provenance = next(r for r in ended[0] if r.record == "provenance")
+    assert (provenance.nodes, provenance.world_size) == (2, 2)
+    assert not any(r.record == "measurement" for r in ended[1])
+    assert (tmp_path / "run" / "cells" / f"{cell.cell_id}.node1.json").exists()
+    assert left_behind(before) == set()
+
+
+def test_a_cell_across_nodes_alone_fails_naming_its_rendezvous(tmp_path):
+    """A worker of a cell across nodes started without its place (a plugin's executor that
+    drops it) fails in one line instead of waiting for nodes that never come."""
+    from orchestrator.executors import execute
+    from orchestrator.plan.cells import expand
+    from orchestrator.registry.cell_run import ToolInfo
+    from orchestrator.validate import load_spec
+
+    spec = load_spec(write(tmp_path / "m.yaml",
+                           PAIR.format(name="alone", nodes=2, steps=2, epochs=1)))
+    (cell,) = expand(spec)
+    records = execute(cell, tmp_path / "run", ToolInfo("test", None), {})
+    assert records[-1].status.value == "failed"
+    assert "needs NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT from its dispatcher" in \
+        records[-1].error
+
+
+def test_without_a_cluster_a_cell_across_nodes_is_refused_in_one_line(tmp_path):
+    path = write(tmp_path / "m.yaml", PAIR.format(name="refused", nodes=2, steps=2, epochs=1))
+    for extra in (["--no-ray"], []):
+        done = run_cli("run", str(path), "--db", "none", *extra, cwd=tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert "hardware pair has nodes: 2: a cell across nodes runs on a Ray cluster" in \
+            lines[0]
+        assert not (tmp_path / "reports" / "refused" / "results.jsonl").exists() or \
+            cell_records(tmp_path / "reports" / "refused") == []
+
+
+def test_a_cluster_with_too_few_nodes_skips_the_cell_with_both_counts(tmp_path):
+    from orchestrator.hardware.local import detect_local
+    from orchestrator.plan.planner import make_plan
+    from orchestrator.validate import load_spec
+
+    spec = load_spec(write(tmp_path / "m.yaml",
+                           PAIR.format(name="few", nodes=3, steps=2, epochs=1)))
+    plan = make_plan(spec, detect_local(), cluster_hardware={"pair": 2})
+    assert plan.to_run == []
+    assert [s.reason for s in plan.skipped] == [
+        "needs 3 nodes offering hw:pair; the cluster has 2"]
+    assert make_plan(spec, detect_local(), cluster_hardware={"pair": 3}).skipped == []
+
+
+def test_a_workload_that_runs_on_one_node_is_incompatible_with_several(tmp_path):
+    from orchestrator.plan.cells import expand, incompatibility
+    from orchestrator.validate import load_spec
+
+    spec = load_spec(write(tmp_path / "m.yaml", """
+        name: one
+        hardware: [{name: pair, kind: local, nodes: 2}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: sleep, params: {seconds: 0.1}}]
+        """))
+    (cell,) = expand(spec)
+    assert incompatibility(cell) == "sleep runs on one node; pair has nodes: 2"
+
+
+@pytest.mark.parametrize("kind", ["slurm", "ec2"])
+def test_launching_providers_refuse_nodes_above_one_for_now(tmp_path, kind):
+    entry = ("{name: big, kind: slurm, partition: debug, nodes: 2}" if kind == "slurm"
+             else "{name: big, kind: ec2, instance_type: c5.xlarge, nodes: 2}")
+    path = write(tmp_path / "m.yaml", f"""
+        name: launched
+        hardware: [{entry}]
+        stacks: [{{name: here, executor: process}}]
+        workloads: [{{name: gpt_lm, params: {{preset: tiny}}}}]
+        """)
+    done = run_cli("validate", str(path), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"kind {kind} runs a cell on one node for now (nodes: 2)" in done.stderr
+
+
+def test_nodes_enter_identity_only_above_one_and_price_every_node(tmp_path):
+    from orchestrator.plan.cells import expand
+    from orchestrator.registry.prices import Price
+    from orchestrator.validate import load_spec
+
+    def only_cell(nodes: str):
+        spec = load_spec(write(tmp_path / "m.yaml", f"""
+            name: ids
+            hardware: [{{name: pair, kind: local{nodes}}}]
+            stacks: [{{name: here, executor: process}}]
+            workloads: [{{name: gpt_lm, params: {{preset: tiny}}}}]
+            """))
+        (cell,) = expand(spec)
+        return cell
+
+    plain, one, two = only_cell(""), only_cell(", nodes: 1"), only_cell(", nodes: 2")
+    assert plain.config_id == one.config_id != two.config_id
+    assert only_cell(", net_gbps: 100").config_id == plain.config_id  # a datasheet figure
+    price = Price(4.0, "declared in the matrix", "2026-11-29", share="whole instance")
+    assert price.for_cell(one) is price
+    assert price.for_cell(two).usd_per_hour == 8.0
+    assert price.for_cell(two).share == "2 nodes, each whole instance"
+
+
+def test_the_network_probe_reports_bus_bandwidth_as_nccl_tests_does():
+    from workloads.net_probe import bus_factor, sizes
+
+    assert bus_factor(2) == 1.0 and bus_factor(8) == pytest.approx(1.75)
+    found = sizes()
+    assert found[0] == 8 and found[-1] <= 32 * 2**20 and found[-1] * 4 > 32 * 2**20
+
+
+def test_a_list_of_node_counts_is_an_axis_each_count_its_own_configuration(tmp_path):
+    from orchestrator.plan.cells import expand
+    from orchestrator.validate import load_spec
+
+    def config_ids(nodes: object) -> list[str]:
+        spec = load_spec(write(tmp_path / "m.yaml", PAIR.format(name="axis", nodes=nodes,
+                                                                steps=2, epochs=1)))
+        return [cell.config_id for cell in expand(spec)]
+
+    both = config_ids([1, 2])
+    assert both == config_ids(1) + config_ids(2)  # the same ids as entries of one count
+
+
+@pytest.mark.parametrize(("nodes", "why"), [
+    ("[1, 1]", "nodes lists a count twice: [1, 1]"),
+    ("[]", "nodes is a count or a list of counts"),
+    ("[1, 0]", "nodes is a count or a list of counts"),
+    ("0", "greater than 0"),
+])
+def test_a_bad_node_count_is_one_line_at_its_entry(tmp_path, nodes, why):
+    path = write(tmp_path / "m.yaml", PAIR.format(name="bad", nodes=nodes, steps=2, epochs=1))
+    done = run_cli("validate", str(path), cwd=tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and why in lines[0] and "m.yaml:3" in lines[0], done.stderr
