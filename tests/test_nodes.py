@@ -64,6 +64,8 @@ def test_gpt_lm_across_two_ray_nodes_is_one_group_with_its_network_measured(
     row = rows[rows["cell_id"] == cell["cell_id"]].iloc[0]
     assert row["nodes"] == 2 and row["world_size"] == 2 and row["net_busbw_gbs"] > 0
     assert _provenance(run_dir, one["cell_id"])["nodes"] == 1
+    section = (run_dir / "report.md").read_text().split("### Scaling across nodes", 1)[1]
+    assert "| pair | here | 2 | 2 |" in section.split("##", 1)[0]
 
 
 @pytest.mark.ray
@@ -279,3 +281,39 @@ def test_a_bad_node_count_is_one_line_at_its_entry(tmp_path, nodes, why):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and why in lines[0] and "m.yaml:3" in lines[0], done.stderr
+
+
+def test_the_report_sets_each_node_count_beside_its_one_node_twin(tmp_path):
+    """Weak scaling across nodes from a journal: 1 node at 1,000 tokens/s, 2 at 1,800 (1.80x,
+    90% of 2 x one node), with the bus bandwidth measured between the two; every node paid."""
+    from orchestrator.results.records import (
+        CellRecord,
+        MeasurementRecord,
+        ProvenanceRecord,
+        Status,
+    )
+    from orchestrator.results.run_directory import RunDirectory
+
+    store = RunDirectory(tmp_path / "scaled")
+    store.root.mkdir()
+    for cell_id, nodes, rate in (("one", 1, 1000.0), ("two", 2, 1800.0)):
+        ident = {"run": "scaled", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
+        across = {"world_size": nodes, "net_busbw_gbs": 1.25, "net_probe_bytes": 32 << 20}
+        store.append([
+            ProvenanceRecord(**ident, cpu_count=2, nodes=nodes, devices_used=nodes,
+                             price_per_hour_usd=1.5 * nodes, price_source="declared",
+                             **(across if nodes > 1 else {})),
+            *(MeasurementRecord(**ident, epoch=epoch, train_s=10.0, items=rate * 10,
+                                item_unit="token", items_per_s=rate) for epoch in (1, 2)),
+            CellRecord(**ident, status=Status.OK, started_at="2026-11-29T00:00:00+00:00",
+                       wall_s=20.0, hardware="pair", stack="here", workload="gpt_lm",
+                       **{"param.preset": "tiny", "param.workers": 1},
+                       **({"hw.nodes": nodes} if nodes > 1 else {}))])
+    done = run_cli("report", str(store.root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = (store.root / "report.md").read_text()
+    section = report.split("### Scaling across nodes", 1)[1].split("##", 1)[0]
+    assert "| pair | here | 1 | 1 | 1,000 | 1.00x | 100.0% |  |  |" in section
+    assert "| pair | here | 2 | 2 | 1,800 | 1.80x | 90.0% | 1.25 |  |" in section
+    assert "| pair (2 nodes) | - | 3 |" in report and "| pair | - | 1.5 |" in report
+    assert "pair hw.nodes=1" in report  # the best choices name the count

@@ -24,7 +24,7 @@ from orchestrator.database.history import (
     stored_settings,
 )
 from orchestrator.database.judging import judged_runs
-from orchestrator.results.columns import as_param_columns
+from orchestrator.results.columns import as_param_columns, with_node_counts
 from orchestrator.results.records import JUDGED_FLAGS
 
 if TYPE_CHECKING:
@@ -74,8 +74,8 @@ def store_rows(db: Connection, filters: Filters, samples: pd.DataFrame | None = 
     rows = rows.merge(configs.join(columns), on=stored, how="left").merge(
         epochs, on="attempt_id", how="inner", sort=False)  # the samples' order, epochs
     # a configuration's measured rows, named as a run's frame names them (report/frame.py)
-    return rows.drop(columns=["run_key", *stored, "seq"]).rename(
-        columns={"attempt_id": "cell_id"}).assign(status="ok").reset_index(drop=True)
+    return with_node_counts(rows.drop(columns=["run_key", *stored, "seq"]).rename(
+        columns={"attempt_id": "cell_id"}).assign(status="ok").reset_index(drop=True))
 
 
 def _own_flags(stored: pd.Series, judged: pd.Series) -> pd.Series:

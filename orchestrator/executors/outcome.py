@@ -212,7 +212,7 @@ def _setting_columns(cell: Cell) -> dict[str, Any]:
     the cell record's `param.<name>`, `hw.<key>` and `stack.<key>` fields; `hw.nodes` for a
     cell across nodes, so its configuration is told from its one-node twin's everywhere."""
     hardware = cell.hardware
-    spans = {"nodes": hardware.nodes} if hardware.nodes > 1 else {}  # a cell across nodes
+    spans = {"nodes": hardware.nodes} if hardware.nodes > 1 else {}  # NODES_COLUMN
     return {**as_param_columns(cell.params),
             **as_setting_columns(HW, {**hardware.settings.recorded(), **spans}),
             **as_setting_columns(STACK, cell.stack.settings.recorded())}

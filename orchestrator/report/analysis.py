@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.report.judge import devices_column
 from orchestrator.report.markdown import fmt, present
-from orchestrator.results.columns import param_name, setting_columns
+from orchestrator.results.columns import NODES_COLUMN, param_name, setting_columns
 from orchestrator.results.records import Flag
 from orchestrator.workload_scope import reported
 
@@ -72,6 +72,9 @@ def config_summary(rows: pd.DataFrame, metrics: Sequence[str] = ()) -> pd.DataFr
             "parallel_efficiency_fraction": _median(group, "parallel_efficiency_fraction"),
             "achieved_flops": _median(group, "achieved_flops"),
             "devices": _devices(group),
+            # a cell across nodes: its count, and the network between them (report/nodes.py)
+            "nodes": _nodes(group),
+            "net_busbw_gbs": _median(group, "net_busbw_gbs"),
             "gpu_model": _first(group, "gpu_model"),
             "instance_type": _first(group, "instance_type"),
             "workload_version": _first(group, "workload_version"),
@@ -227,6 +230,12 @@ def cell_reasons(group: pd.DataFrame) -> str:
 def _devices(group: pd.DataFrame) -> int:
     """The devices a configuration trains on (`devices_column`, its median)."""
     return int(devices_column(group).median())
+
+
+def _nodes(group: pd.DataFrame) -> int:
+    """The nodes a configuration's cells spanned: `hw.nodes` where above 1, else one."""
+    recorded = _median(group, NODES_COLUMN)
+    return int(recorded) if recorded else 1
 
 
 def _first(group: pd.DataFrame, column: str) -> str | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import MatrixError, MatrixWarning
 from orchestrator.report.analysis import add_cost_columns, derived, with_whole_epoch
+from orchestrator.results.columns import with_node_counts
 from orchestrator.results.run_directory import RunDirectory, write_parquet
 from orchestrator.spec.command_workloads import declares_command
 from orchestrator.workload_declarations import load_declarations
@@ -50,7 +51,7 @@ def recorded(store: RunDirectory) -> pd.DataFrame:
                           "and views", MatrixWarning, stacklevel=2)
             workloads = workloads.with_recorded(info)
     report_on(workloads)
-    return add_cost_columns(with_whole_epoch(joined))
+    return add_cost_columns(with_whole_epoch(with_node_counts(joined)))
 
 
 def recorded_folder(workloads: Workloads, name: str, folder: Path,

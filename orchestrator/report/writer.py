@@ -39,10 +39,11 @@ from orchestrator.report.markdown import (
     present,
     table,
 )
+from orchestrator.report.nodes import node_scaling_section
 from orchestrator.report.plots import job_figure, labels, save, workload_figures
 from orchestrator.report.seed_tables import seed_views
 from orchestrator.report.whole_runs import whole_run_sections
-from orchestrator.results.columns import param_name, setting_columns
+from orchestrator.results.columns import NODES_COLUMN, param_name, setting_columns
 from orchestrator.results.run_directory import atomic_write
 from orchestrator.worker.units import plural
 from orchestrator.workload_scope import reported
@@ -123,6 +124,7 @@ def report_lines(df: pd.DataFrame, title: str, skipped: Sequence[Skipped] = (),
     lines += _choices_section(df, summaries)
     for workload, summary, unit in summaries:
         lines += _workload_section(summary, workload, unit, (figures or {}).get(workload, []))
+        lines += node_scaling_section(summary, unit)
     lines += whole_run_sections(df)
     lines += _implausible_section(df)
     lines += _cost_section(df)
@@ -177,11 +179,14 @@ def _cost_section(df: pd.DataFrame) -> list[str]:
     if not len(cells):
         return []
     rows = []
-    for hardware, group in cells.groupby("hardware", sort=True):
+    keys = ["hardware", *[NODES_COLUMN] * (NODES_COLUMN in cells)]  # $/hour: all its nodes'
+    for key, group in cells.groupby(keys, sort=True):
+        hardware, nodes = (key[0], int(key[1])) if len(keys) == 2 else (key[0], 1)
         first = group.iloc[0]
         instance, source = first.get("instance_type"), first.get("price_source")
         hours = float(group["wall_s"].sum()) / 3600
-        rows.append([hardware, instance if present(instance) else "-",
+        rows.append([hardware + (f" ({nodes} nodes)" if nodes > 1 else ""),
+                     instance if present(instance) else "-",
                      Figure(f"{first['price_per_hour_usd']:g}", first["price_per_hour_usd"]),
                      source if present(source) else "-", len(group),
                      Figure(f"{hours:.3f}", hours),

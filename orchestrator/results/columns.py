@@ -75,3 +75,18 @@ def as_param_columns(params: Mapping[str, Any]) -> dict[str, Any]:
 def from_param_columns(row: Mapping[Any, Any]) -> dict[str, Any]:
     """The parameters among a row's columns, by name."""
     return {param_name(key): value for key, value in row.items() if is_param_column(key)}
+
+
+NODES_COLUMN = f"{HW}.nodes"  # the nodes a cell across nodes spans, recorded where above 1
+
+
+def with_node_counts(frame: Any) -> Any:
+    """A frame (pandas) with `hw.nodes` on every row where some row spans nodes: a cell that
+    records none ran on one node, so the count varies in every table and label made from
+    it ("pair hw.nodes=1" beside "pair hw.nodes=2"). A frame without it is left as it is."""
+    if NODES_COLUMN in frame.columns:
+        import pandas as pd
+
+        counts = pd.to_numeric(frame[NODES_COLUMN], errors="coerce").fillna(1)
+        frame = frame.assign(**{NODES_COLUMN: counts.astype(int)})
+    return frame
