@@ -283,9 +283,9 @@ def test_a_bad_node_count_is_one_line_at_its_entry(tmp_path, nodes, why):
     assert len(lines) == 1 and why in lines[0] and "m.yaml:3" in lines[0], done.stderr
 
 
-def test_the_report_sets_each_node_count_beside_its_one_node_twin(tmp_path):
-    """Weak scaling across nodes from a journal: 1 node at 1,000 tokens/s, 2 at 1,800 (1.80x,
-    90% of 2 x one node), with the bus bandwidth measured between the two; every node paid."""
+def scaled_run(tmp_path: Path) -> Path:
+    """A journal of gpt_lm on 1 node at 1,000 tokens/s and on 2 at 1,800 (1.80x, 90% of 2 x
+    one node), with the bus bandwidth measured between the two; $1.50 an hour a node."""
     from orchestrator.results.records import (
         CellRecord,
         MeasurementRecord,
@@ -309,11 +309,36 @@ def test_the_report_sets_each_node_count_beside_its_one_node_twin(tmp_path):
                        wall_s=20.0, hardware="pair", stack="here", workload="gpt_lm",
                        **{"param.preset": "tiny", "param.workers": 1},
                        **({"hw.nodes": nodes} if nodes > 1 else {}))])
-    done = run_cli("report", str(store.root), cwd=tmp_path)
+    return store.root
+
+
+def test_the_report_sets_each_node_count_beside_its_one_node_twin(tmp_path):
+    run_dir = scaled_run(tmp_path)
+    done = run_cli("report", str(run_dir), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    report = (store.root / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
     section = report.split("### Scaling across nodes", 1)[1].split("##", 1)[0]
     assert "| pair | here | 1 | 1 | 1,000 | 1.00x | 100.0% |  |  |" in section
     assert "| pair | here | 2 | 2 | 1,800 | 1.80x | 90.0% | 1.25 |  |" in section
     assert "| pair (2 nodes) | - | 3 |" in report and "| pair | - | 1.5 |" in report
     assert "pair hw.nodes=1" in report  # the best choices name the count
+
+
+def test_advise_projects_a_node_count_not_measured_and_prices_every_node(tmp_path):
+    """3,000,000 tokens in 20 minutes: 2 nodes (1,800 tokens/s) take 1,667 s. Amdahl over
+    the node counts (serial fraction 1/9) gives 3 nodes 2,455 tokens/s (1,222 s: too slow)
+    and 4 nodes 3,000 (1,000 s): 4 nodes, projected, at 4 x $1.50 an hour."""
+    import json
+
+    run_dir = scaled_run(tmp_path)
+    done = run_cli("advise", str(run_dir), "--items", "3000000", "--deadline", "20m",
+                   "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = json.loads(done.stdout)
+    (projected,) = [p for p in answer["projections"] if p["projected"]]
+    assert projected["configuration"] == ("pair hw.nodes=4 (4 devices; Amdahl over node "
+                                          "counts, serial fraction 0.111)")
+    assert answer["picks"]["fastest"]["configuration"] == projected["configuration"]
+    assert projected["items_per_s"] == pytest.approx(3000.0, rel=0.01)
+    assert projected["usd_per_hour"] == pytest.approx(6.0)
+    assert projected["cost_usd"] == pytest.approx(1000 / 3600 * 6.0, rel=0.01)

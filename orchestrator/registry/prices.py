@@ -39,4 +39,10 @@ def cell_usd_per_hour(cell: Cell, node_usd_per_hour: float) -> float:
     """A cell's price per hour from its hardware's price per node: a cell across nodes
     holds (and pays for) all of them. Every cost of a cell (the plan's, the budget's, the
     recorded price the report and advise read) goes through here."""
-    return node_usd_per_hour * cell.hardware.nodes
+    return usd_per_hour_on(cell.hardware.nodes, node_usd_per_hour)
+
+
+def usd_per_hour_on(nodes: int, node_usd_per_hour: float) -> float:
+    """What `nodes` nodes cost per hour at one's price: a cell's (cell_usd_per_hour), and a
+    node count advise projects (report/projection.py)."""
+    return node_usd_per_hour * nodes

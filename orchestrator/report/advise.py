@@ -24,6 +24,7 @@ calls `advise`: one answer, computed once.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from orchestrator.report.advice import (
@@ -113,22 +114,29 @@ def advise(rows: pd.DataFrame, job: Job, workload: str | None = None,
 
 
 def _scaled(ok: pd.DataFrame, labels: dict[str, str], job: Job) -> list[Projection]:
-    """Device counts not measured that would meet the deadline, on the machine measured
-    (projection.py), marked "projected", without an interval."""
-    from orchestrator.report.projection import configurations, projections
+    """Device and node counts not measured that would meet the deadline, on the machine
+    measured (projection.py), marked "projected", without an interval."""
+    from orchestrator.report.projection import configurations, node_projections, projections
 
     if job.deadline_s is None:
         return []
     found = []
-    for scaled in projections(configurations(ok), job.items, job.deadline_s):
+    measured = configurations(ok)
+    for scaled in [*projections(measured, job.items, job.deadline_s),
+                   *node_projections(measured, job.items, job.deadline_s)]:
         rows = ok[ok["config_id"] == scaled.from_config]
         startup = _startup_s(rows) if job.count_startup else None
         time_s = (startup or 0.0) + job.items / scaled.items_per_s
         price = scaled.usd_per_hour
+        label = labels[scaled.from_config]
+        if scaled.nodes > 1:  # the measured twin's label, at the count projected
+            label = re.sub(r"\bhw\.nodes=\d+", f"hw.nodes={scaled.nodes}", label)
+            label += f" ({scaled.devices} devices; Amdahl over node counts"
+        else:
+            label += f" at {scaled.devices} devices (Amdahl"
         found.append(Projection(
             config_id=scaled.from_config, repeats=0, items_per_s=scaled.items_per_s,
-            label=f"{labels[scaled.from_config]} at {scaled.devices} devices (Amdahl, "
-                  f"serial fraction {scaled.serial_fraction:.3f})",
+            label=f"{label}, serial fraction {scaled.serial_fraction:.3f})",
             time_s=time_s, time_range_s=None, startup_s=startup, usd_per_hour=price,
             price_source=_text(rows, "price_source"),
             cost_usd=None if price is None else time_s / 3600 * price, cost_range_usd=None,

@@ -92,9 +92,10 @@ def conclusions(found: Advice) -> list[str]:
         said.append(f"none: {' or '.join(map(str, thin))} repeat"
                     f"{'s' * (thin != [1])}: no interval (3 repeats or more give one)")
     if any(p.projected for p in found.projections):
-        said.append("proj.: a device count not measured, projected by Amdahl's law fitted to "
-                    "the counts that were, on the same machine (never past twice the largest "
-                    "nor past the devices it has), priced as the whole machine; no interval")
+        said.append("proj.: a device or node count not measured, projected by Amdahl's law "
+                    "fitted to the counts that were, on the same machine (never past twice "
+                    "the largest nor past the devices it has), priced as the whole machine, "
+                    "every node of it; no interval")
     if not found.projections:
         said.append("nothing to advise: every configuration is left out, each with its "
                     "reason below")

@@ -13,6 +13,9 @@ one-device figure, or the fit's through the smallest count measured. The project
 priced as what is bought: the whole machine the largest measured count ran on, at its
 recorded price per hour (a bigger share of one instance costs the instance, not a fraction
 of it per device). It has no interval: nothing was measured there.
+
+Node counts are projected the same way (node_projections): Amdahl's law over the nodes of
+twins that differ only there, priced as every node's.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from orchestrator.results.columns import setting_columns
+from orchestrator.results.columns import NODES_COLUMN, setting_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,6 +41,7 @@ class Scaled:
     items_per_s: float
     usd_per_hour: float | None
     serial_fraction: float
+    nodes: int = 1  # a node count projected (node_projections); 1: a device count
 
 
 def serial_fraction(counts: list[float], rates: list[float]) -> tuple[float, float]:
@@ -122,5 +126,45 @@ def projections(summary: pd.DataFrame, items: float, deadline_s: float | None
                 found.append(Scaled(from_config=str(largest["config_id"]), devices=n,
                                     items_per_s=rate, serial_fraction=s,
                                     usd_per_hour=whole))
+                break
+    return found
+
+
+def node_projections(summary: pd.DataFrame, items: float, deadline_s: float | None
+                     ) -> list[Scaled]:
+    """As `projections`, over node counts: for twins measured on two node counts or more
+    (the same configuration and devices per node; only `hw.nodes` differs, report/nodes.py)
+    whose most nodes miss the deadline, the fewest nodes up to MAX_FACTOR times as many that
+    meet it, by Amdahl's law fitted to the node counts. Priced as every node's: the most
+    nodes' recorded price per node times the nodes (registry/prices.py)."""
+    import pandas as pd
+
+    from orchestrator.registry.prices import usd_per_hour_on
+    from orchestrator.report.analysis import twin_keys
+
+    if deadline_s is None or NODES_COLUMN not in summary or summary.empty:
+        return []
+    nodes = pd.to_numeric(summary[NODES_COLUMN], errors="coerce").fillna(1)
+    frame = summary.assign(_nodes=nodes, _per_node=summary["devices"] / nodes)
+    keys = [k for k in twin_keys(frame) if k in frame and k != NODES_COLUMN] + ["_per_node"]
+    found = []
+    for _, twins in frame.groupby(keys, sort=False, dropna=False):
+        if twins["_nodes"].nunique() < 2:
+            continue
+        s, one = serial_fraction(list(twins["_nodes"]), list(twins["items_per_s"]))
+        largest = twins.loc[twins["_nodes"].idxmax()]
+        top = int(largest["_nodes"])
+        if items / float(largest["items_per_s"]) <= deadline_s:
+            continue  # measured counts meet it: nothing to project
+        price = largest.get("price_per_hour_usd")
+        per_node = None if price is None or price != price else float(price) / top
+        for n in range(top + 1, MAX_FACTOR * top + 1):
+            rate = one * n / (1 + s * (n - 1))
+            if items / rate <= deadline_s:
+                found.append(Scaled(
+                    from_config=str(largest["config_id"]), nodes=n,
+                    devices=int(largest["_per_node"] * n), items_per_s=rate,
+                    serial_fraction=s,
+                    usd_per_hour=None if per_node is None else usd_per_hour_on(n, per_node)))
                 break
     return found
