@@ -111,23 +111,35 @@ def projections(summary: pd.DataFrame, items: float, deadline_s: float | None
         twins = twins[twins["devices"] > 0]
         if twins["devices"].nunique() < 2:
             continue
-        s, one = serial_fraction(list(twins["devices"]), list(twins["items_per_s"]))
         largest = twins.loc[twins["devices"].idxmax()]
         top = int(largest["devices"])
-        if items / float(largest["items_per_s"]) <= deadline_s:
-            continue  # measured counts meet it: nothing to project
-        price = largest.get("price_per_hour_usd")
-        whole = None if price is None or price != price else float(price)
         has = twins["has"].max()
         most = MAX_FACTOR * top if has != has else min(MAX_FACTOR * top, int(has))
-        for n in range(top + 1, most + 1):
-            rate = one * n / (1 + s * (n - 1))
-            if items / rate <= deadline_s:
-                found.append(Scaled(from_config=str(largest["config_id"]), devices=n,
-                                    items_per_s=rate, serial_fraction=s,
-                                    usd_per_hour=whole))
-                break
+        fewest = _fewest(twins["devices"], twins, items, deadline_s, most)
+        if fewest is not None:
+            n, rate, s = fewest
+            price = largest.get("price_per_hour_usd")
+            found.append(Scaled(from_config=str(largest["config_id"]), devices=n,
+                                items_per_s=rate, serial_fraction=s,
+                                usd_per_hour=None if price is None or price != price
+                                else float(price)))
     return found
+
+
+def _fewest(counts: pd.Series, twins: pd.DataFrame, items: float, deadline_s: float,
+            most: int) -> tuple[int, float, float] | None:
+    """(count, its projected items/s, the serial fraction) of the smallest count past the
+    largest measured, up to `most`, that does `items` within the deadline by Amdahl's law
+    fitted to the twins' `counts`; None where the largest measured meets it, or none does."""
+    s, one = serial_fraction(list(counts), list(twins["items_per_s"]))
+    top = int(counts.max())
+    if items / float(twins.loc[counts.idxmax(), "items_per_s"]) <= deadline_s:
+        return None  # measured counts meet it: nothing to project
+    for n in range(top + 1, most + 1):
+        rate = one * n / (1 + s * (n - 1))
+        if items / rate <= deadline_s:
+            return n, rate, s
+    return None
 
 
 def node_projections(summary: pd.DataFrame, items: float, deadline_s: float | None
@@ -151,20 +163,16 @@ def node_projections(summary: pd.DataFrame, items: float, deadline_s: float | No
     for _, twins in frame.groupby(keys, sort=False, dropna=False):
         if twins["_nodes"].nunique() < 2:
             continue
-        s, one = serial_fraction(list(twins["_nodes"]), list(twins["items_per_s"]))
         largest = twins.loc[twins["_nodes"].idxmax()]
         top = int(largest["_nodes"])
-        if items / float(largest["items_per_s"]) <= deadline_s:
-            continue  # measured counts meet it: nothing to project
+        fewest = _fewest(twins["_nodes"], twins, items, deadline_s, MAX_FACTOR * top)
+        if fewest is None:
+            continue
+        n, rate, s = fewest
         price = largest.get("price_per_hour_usd")
         per_node = None if price is None or price != price else float(price) / top
-        for n in range(top + 1, MAX_FACTOR * top + 1):
-            rate = one * n / (1 + s * (n - 1))
-            if items / rate <= deadline_s:
-                found.append(Scaled(
-                    from_config=str(largest["config_id"]), nodes=n,
-                    devices=int(largest["_per_node"] * n), items_per_s=rate,
-                    serial_fraction=s,
-                    usd_per_hour=None if per_node is None else usd_per_hour_on(n, per_node)))
-                break
+        found.append(Scaled(
+            from_config=str(largest["config_id"]), nodes=n,
+            devices=int(largest["_per_node"] * n), items_per_s=rate, serial_fraction=s,
+            usd_per_hour=None if per_node is None else usd_per_hour_on(n, per_node)))
     return found
