@@ -342,3 +342,25 @@ def test_advise_projects_a_node_count_not_measured_and_prices_every_node(tmp_pat
     assert projected["items_per_s"] == pytest.approx(3000.0, rel=0.01)
     assert projected["usd_per_hour"] == pytest.approx(6.0)
     assert projected["cost_usd"] == pytest.approx(1000 / 3600 * 6.0, rel=0.01)
+
+
+def test_the_dashboard_draws_scaling_across_nodes_and_names_each_count(tmp_path, browser):
+    from tests.test_dashboard import table_rows
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    done = run_cli("db", "import", str(scaled_run(tmp_path)), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_cli("dashboard", "-o", str(tmp_path / "site"), "--db", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert browser.open(tmp_path / "site" / "workload-gpt_lm.html") == []
+    labels = browser.js("return window.matrixCharts['throughput-gpt_lm'].data.labels;")
+    assert sorted(labels) == ["pair/here hw.nodes=1", "pair/here hw.nodes=2"], labels
+    lines = browser.js("return window.matrixCharts['nodes-gpt_lm'].data.datasets.map("
+                       "d => [d.label, d.data.map(p => [p.x, p.y])]);")
+    assert lines == [["pair/here (1 CPU a node)", [[1, 1000], [2, 1800]]],
+                     ["pair/here (1 CPU a node): ideal", [[1, 1000], [2, 2000]]]], lines
+    assert any("hw.nodes" in " ".join(row) for row in table_rows(browser, "rows-gpt_lm"))
+    within = browser.js("return window.matrixCharts['scaling-gpt_lm'].data.datasets.map("
+                        "d => d.label);")
+    assert sorted(within) == ["pair/here hw.nodes=1 (CPU)", "pair/here hw.nodes=2 (CPU)"]
+    browser.screenshot("dashboard-nodes")

@@ -13,10 +13,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.database.connection import Connection
-from orchestrator.database.history import Filters, per_run, repeats
+from orchestrator.database.history import (
+    SETTINGS_COLUMNS,
+    Filters,
+    per_run,
+    repeats,
+    stored_settings,
+)
 from orchestrator.database.judging import judged_runs
 from orchestrator.database.store_rows import store_rows
 from orchestrator.database.whole_history import whole_per_run, whole_repeats
+from orchestrator.results.columns import NODES_COLUMN
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,6 +96,7 @@ def site_data(db: Connection, shown: str, advised: pd.DataFrame | None = None,
     # the judge's reasons for an implausible figure; the journal's for other flags
     rows["reason"] = [judgement or (text if flags else "") for judgement, text, flags
                       in zip(rows["judgement"], stored, rows["flags"], strict=True)]
+    rows["params"] = _with_settings(rows)
     newest = rows.groupby("config_id")["date"].transform("max")
     rows["latest"] = rows["date"] == newest
     choices, left_out = best_choices(store_rows(db, Filters()) if advised is None
@@ -96,6 +104,21 @@ def site_data(db: Connection, shown: str, advised: pd.DataFrame | None = None,
     # a configuration the best choices leave out says so wherever a row of it is shown
     rows["left_out"] = [left_out.get(c, "") for c in rows["config_id"]]
     return SiteData(store=shown, rows=rows, runs=runs, whole=whole, choices=choices)
+
+
+def _with_settings(rows: pd.DataFrame) -> list[str]:
+    """Each row's parameters with its recorded settings (`hw.partition`, `stack.niceness`,
+    `hw.nodes`) as one JSON text: what names a configuration on the site, as the report's
+    labels name it, so two that differ only in a setting never read the same. `hw.nodes`
+    is 1 where another configuration spans nodes, as in every frame (results/columns.py:
+    with_node_counts)."""
+    keys = list(rows[["params", *SETTINGS_COLUMNS]].itertuples(index=False, name=None))
+    merged = {key: {**json.loads(key[0]), **stored_settings(key[1:])} for key in set(keys)}
+    if any(NODES_COLUMN in named for named in merged.values()):
+        for named in merged.values():
+            named.setdefault(NODES_COLUMN, 1)
+    texts = {key: json.dumps(named, sort_keys=True) for key, named in merged.items()}
+    return [texts[key] for key in keys]
 
 
 def best_choices(stored: pd.DataFrame) -> tuple[dict[str, Advice], dict[str, str]]:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from orchestrator.dashboard.charts import Chart, workload_charts
 from orchestrator.dashboard.content import (
-    Chart,
     Column,
     Row,
     Table,
@@ -26,7 +26,6 @@ from orchestrator.dashboard.content import (
     text,
     whole_overview_table,
     whole_table,
-    workload_charts,
     workload_table,
 )
 from orchestrator.dashboard.data import Run, SiteData, page_name
