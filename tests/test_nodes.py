@@ -364,3 +364,29 @@ def test_the_dashboard_draws_scaling_across_nodes_and_names_each_count(tmp_path,
                         "d => d.label);")
     assert sorted(within) == ["pair/here hw.nodes=1 (CPU)", "pair/here hw.nodes=2 (CPU)"]
     browser.screenshot("dashboard-nodes")
+
+
+def test_a_node_that_never_comes_fails_the_cell_naming_its_rendezvous_in_half_its_timeout(
+        tmp_path):
+    """Node 0 alone: its ranks wait for node 1 at most half the cell's timeout (15 s of 30),
+    then the cell fails, naming the rendezvous, instead of ending `timeout` with no why."""
+    from orchestrator.executors import NodePlace, execute
+    from orchestrator.plan.cells import expand
+    from orchestrator.registry.cell_run import ToolInfo
+    from orchestrator.validate import load_spec
+
+    text = PAIR.format(name="alone", nodes=2, steps=2, epochs=1).replace("timeout_s: 300",
+                                                                          "timeout_s: 30")
+    (cell,) = expand(load_spec(write(tmp_path / "m.yaml", text)))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    before = descendants()
+    records = execute(cell, tmp_path / "run", ToolInfo("test", None), {},
+                      node=NodePlace(2, 0, "127.0.0.1", port))
+    ended = records[-1]
+    assert ended.status.value == "failed", ended.error
+    assert f"RendezvousError: the rendezvous at 127.0.0.1:{port} did not complete: the 2 " \
+        "ranks of 2 nodes did not all join within 15 s" in ended.error
+    assert 15 <= ended.wall_s < 30
+    assert left_behind(before) == set()

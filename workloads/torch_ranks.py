@@ -23,7 +23,7 @@ import torch.distributed as dist
 from orchestrator.worker.context import Context, Unsupported
 from orchestrator.worker.host import die_with_parent_setter, hostname
 from orchestrator.worker.measure import TorchCudaProbe, no_sync
-from orchestrator.worker.nodes import RENDEZVOUS_TIMEOUT_S, NodePlace, RendezvousError
+from orchestrator.worker.nodes import NodePlace, RendezvousError
 from orchestrator.worker.threads import rank_threads
 from workloads.net_probe import Busbw, measure_busbw
 
@@ -152,26 +152,26 @@ class GroupFacts:
 
 
 def join_group(rank: int, ranks: Ranks) -> GroupFacts | None:
-    """Join the group as global `rank`. Across nodes, every rank waits at most
-    RENDEZVOUS_TIMEOUT_S for all to join (a node that never comes fails the cell, naming
-    the rendezvous), then takes part in gathering the hosts and in the network probe, in
-    the same order on every rank."""
+    """Join the group as global `rank`. Across nodes, every rank waits at most its node's
+    `wait_s` (worker/nodes.py: rendezvous_wait_s) for all to join (a node that never comes
+    fails the cell, naming the rendezvous), then takes part in gathering the hosts and in
+    the network probe, in the same order on every rank."""
     backend = "nccl" if ranks.on_gpu else "gloo"
     if not ranks.node.spans_nodes:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ranks.port))
         dist.init_process_group(backend, rank=rank, world_size=ranks.world)
         return None
+    wait = timedelta(seconds=ranks.node.wait_s)
     try:
         store = dist.TCPStore(ranks.addr, ranks.master_port, ranks.world, is_master=rank == 0,
-                              timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S),
-                              wait_for_workers=True)
+                              timeout=wait, wait_for_workers=True)
         dist.init_process_group(backend, store=store, rank=rank, world_size=ranks.world,
-                                timeout=timedelta(seconds=RENDEZVOUS_TIMEOUT_S))
+                                timeout=wait)
     except (RuntimeError, dist.DistStoreError) as exc:
         raise RendezvousError(
             f"the rendezvous at {ranks.addr}:{ranks.master_port} did not complete: the "
             f"{ranks.world} ranks of {ranks.node.nodes} nodes did not all join within "
-            f"{RENDEZVOUS_TIMEOUT_S:g} s ({str(exc).splitlines()[0][:200]})") from None
+            f"{ranks.node.wait_s:g} s ({str(exc).splitlines()[0][:200]})") from None
     hosts: list[Any] = [None] * ranks.world
     dist.all_gather_object(hosts, hostname())
     device = torch.device(f"cuda:{rank - ranks.first}" if ranks.on_gpu else "cpu")

@@ -4,7 +4,7 @@ and, for a cell across nodes (node_gang.py), how each node's task finds the rend
 The task runs the cell with its stack's executor and the driver's thread settings, and
 tells the driver's start board when the cell's clock starts. Across nodes, node 0's task
 publishes its node's address and a free port on the board; every other node's task reads
-it there, waiting at most RENDEZVOUS_TIMEOUT_S, and its worker joins node 0's group.
+it there, waiting at most rendezvous_wait_s, and its worker joins node 0's group.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from orchestrator.registry.cell_run import Cell, ImageRef, ToolInfo
 from orchestrator.registry.providers import validation_context
 from orchestrator.results.records import Record, Status
 from orchestrator.run.cell_starts import START_REPORT_TIMEOUT_S
-from orchestrator.worker.nodes import RENDEZVOUS_TIMEOUT_S, NodePlace
+from orchestrator.worker.nodes import NodePlace, rendezvous_wait_s
 
 RENDEZVOUS_POLL_S = 0.2
 
@@ -40,7 +40,7 @@ def run_cell_on_node(cell_json: str, run_root: str, tool: ToolInfo, image: Image
     node = None
     if nodes > 1:
         node = (rendezvous_here(board, token, nodes) if node_rank == 0 else
-                rendezvous_of(board, token, nodes, node_rank))
+                rendezvous_of(board, token, nodes, node_rank, rendezvous_wait_s(cell.timeout_s)))
         if node is None:
             return _as_json(no_rendezvous_records(cell, node_rank))
 
@@ -76,15 +76,17 @@ def rendezvous_here(board: Any, token: str, nodes: int) -> NodePlace:
         probe.bind(("", 0))
         port = int(probe.getsockname()[1])
     ray.get(board.publish.remote(token, f"{address}:{port}"), timeout=START_REPORT_TIMEOUT_S)
-    return NodePlace(nodes=nodes, node_rank=0, addr=address, port=port)
+    return NodePlace(nodes=nodes, node_rank=0, addr=address, port=port)  # its wait: the
+    # worker's own (worker/nodes.py: node_place reads it from the cell's timeout)
 
 
-def rendezvous_of(board: Any, token: str, nodes: int, rank: int) -> NodePlace | None:
+def rendezvous_of(board: Any, token: str, nodes: int, rank: int,
+                  wait_s: float) -> NodePlace | None:
     """Another node's task: node 0's rendezvous from the board, None where node 0 has not
-    published it within RENDEZVOUS_TIMEOUT_S."""
+    published it within `wait_s`."""
     import ray
 
-    deadline = time.monotonic() + RENDEZVOUS_TIMEOUT_S
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             published = ray.get(board.address.remote(token), timeout=START_REPORT_TIMEOUT_S)
@@ -92,7 +94,8 @@ def rendezvous_of(board: Any, token: str, nodes: int, rank: int) -> NodePlace | 
             published = None
         if published:
             address, _, port = str(published).rpartition(":")
-            return NodePlace(nodes=nodes, node_rank=rank, addr=address, port=int(port))
+            return NodePlace(nodes=nodes, node_rank=rank, addr=address, port=int(port),
+                             wait_s=wait_s)
         time.sleep(RENDEZVOUS_POLL_S)
     return None
 
@@ -102,4 +105,4 @@ def no_rendezvous_records(cell: Cell, rank: int) -> list[Record]:
     return not_run_records(
         cell, Status.FAILED,
         f"the rendezvous did not complete: node {rank} of {cell.hardware.nodes} waited "
-        f"{RENDEZVOUS_TIMEOUT_S:g} s for node 0 to start")
+        f"{rendezvous_wait_s(cell.timeout_s):g} s for node 0 to start")

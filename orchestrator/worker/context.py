@@ -68,7 +68,7 @@ class Context:
         self.devices_used: int | None = None
         # a cell across nodes: this worker's node among them (nodes.py), and what its group
         # recorded (record_group): ranks in all, each rank's host, the network's bus bandwidth
-        self.node: NodePlace = node_place(cell.hardware.nodes)
+        self.node: NodePlace = node_place(cell.hardware.nodes, cell.timeout_s)
         self.group: dict[str, Any] = {}
         self._sync: Sync = no_sync
         self._probes: list[MemoryProbe] = host_probes()

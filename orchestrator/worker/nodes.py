@@ -19,9 +19,17 @@ NODE_RANK_ENV = "NODE_RANK"
 ADDR_ENV = "MASTER_ADDR"
 PORT_ENV = "MASTER_PORT"
 RENDEZVOUS_ENV = (NODES_ENV, NODE_RANK_ENV, ADDR_ENV, PORT_ENV)
-# how long the ranks of a cell across nodes wait for each other to join its group: past it,
-# the cell fails naming the rendezvous, instead of waiting out its timeout
+# how long the ranks of a cell across nodes wait for each other to join its group, at most
+# (and half the cell's timeout at most: rendezvous_wait_s): past it, the cell fails naming
+# the rendezvous, instead of waiting out its timeout
 RENDEZVOUS_TIMEOUT_S = 120.0
+
+
+def rendezvous_wait_s(timeout_s: float) -> float:
+    """How long a cell of `timeout_s` waits for its nodes to meet: RENDEZVOUS_TIMEOUT_S, or
+    half its timeout where that is shorter, so a node that never comes is named before the
+    cell's own timeout ends it without a reason."""
+    return min(RENDEZVOUS_TIMEOUT_S, timeout_s / 2)
 
 
 class RendezvousError(RuntimeError):
@@ -37,6 +45,7 @@ class NodePlace:
     node_rank: int = 0
     addr: str | None = None
     port: int | None = None
+    wait_s: float = RENDEZVOUS_TIMEOUT_S  # rendezvous_wait_s of the cell's timeout
 
     @property
     def spans_nodes(self) -> bool:
@@ -55,10 +64,11 @@ class NodePlace:
                 ADDR_ENV: str(self.addr), PORT_ENV: str(self.port)}
 
 
-def node_place(nodes: int, environ: Mapping[str, str] = os.environ) -> NodePlace:
-    """The place of this worker in a cell of `nodes` nodes (its hardware's), from the
-    variables its launch set. ValueError where a cell across nodes lacks them: run alone,
-    its ranks would wait for nodes that never come."""
+def node_place(nodes: int, timeout_s: float,
+               environ: Mapping[str, str] = os.environ) -> NodePlace:
+    """The place of this worker in a cell of `nodes` nodes (its hardware's) and
+    `timeout_s`, from the variables its launch set. ValueError where a cell across nodes
+    lacks them: run alone, its ranks would wait for nodes that never come."""
     if nodes <= 1:
         return NodePlace()
     missing = [name for name in RENDEZVOUS_ENV if not environ.get(name)]
@@ -67,7 +77,8 @@ def node_place(nodes: int, environ: Mapping[str, str] = os.environ) -> NodePlace
                          "dispatcher: it runs on a Ray cluster (--ray-address), one worker "
                          "per node")
     place = NodePlace(nodes=int(environ[NODES_ENV]), node_rank=int(environ[NODE_RANK_ENV]),
-                      addr=environ[ADDR_ENV], port=int(environ[PORT_ENV]))
+                      addr=environ[ADDR_ENV], port=int(environ[PORT_ENV]),
+                      wait_s=rendezvous_wait_s(timeout_s))
     if place.nodes != nodes or not 0 <= place.node_rank < nodes:
         raise ValueError(f"node {place.node_rank} of {place.nodes} in a cell across {nodes} "
                          "nodes")
