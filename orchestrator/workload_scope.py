@@ -18,6 +18,7 @@ from two folders are each judged by their own FLOP model, in whichever order the
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +38,8 @@ from orchestrator.workload_registry import (
     load_workload,
 )
 
-# a workload's checks.py `problem(params, gpus)`: (parameter, why) it refuses, or None
-ConfigurationCheck = Callable[[dict[str, Scalar], int], tuple[str, str] | None]
+# a workload's checks.py `problem(params, gpus, nodes)`: (parameter, why) it refuses, or None
+ConfigurationCheck = Callable[[dict[str, Scalar], int, int], tuple[str, str] | None]
 
 
 @dataclass(frozen=True)
@@ -133,20 +134,26 @@ class Workloads:
             return None  # a command, or a store's row of a workload this process does not know
         return workload_package(name, None if folder is None else str(folder), package)
 
-    def configuration_problem(self, name: str, params: dict[str, Scalar],
-                              gpus: int) -> tuple[str, str] | None:
+    def configuration_problem(self, name: str, params: dict[str, Scalar], gpus: int,
+                              nodes: int = 1) -> tuple[str, str] | None:
         """(parameter, why) where workload `name`'s own `checks.py` refuses this
-        configuration on hardware of `gpus` GPUs, else None (and for one without it)."""
+        configuration on `nodes` nodes of `gpus` GPUs, else None (and for one without it)."""
         check = self.configuration_check(name)
-        return None if check is None else check(params, gpus)
+        return None if check is None else check(params, gpus, nodes)
 
     def configuration_check(self, name: str) -> ConfigurationCheck | None:
-        """Workload `name`'s own `checks.problem`, or None where it has none: for a caller
-        judging many configurations of one workload (a missing module is looked for anew
-        at each import, 1,000 times for a 1,000-configuration grid)."""
+        """Workload `name`'s own `checks.problem`, or None where it has none, taking the
+        cell's `nodes` (a check written before node counts existed is asked without them):
+        for a caller judging many configurations of one workload (a missing module is looked
+        for anew at each import, 1,000 times for a 1,000-configuration grid)."""
         package = self.importable(name)
         module = None if package is None else optional_module(f"{package}.checks")
-        return None if module is None else cast(ConfigurationCheck, module.problem)
+        if module is None:
+            return None
+        problem = module.problem
+        if "nodes" in inspect.signature(problem).parameters:  # it judges node counts too
+            return cast(ConfigurationCheck, problem)
+        return lambda params, gpus, nodes: problem(params, gpus)  # written for one node
 
     def source(self, name: str) -> str:
         """Where workload `name` comes from: built-in, path <folder>, command, or package

@@ -115,17 +115,19 @@ def _node1_worker_once_training(run_dir: Path, sweep: concurrent.futures.Future)
                          if sweep.done() else "node 1's worker never trained")
 
 
-def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path):
+@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp"])
+def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_mode):
     """The executor's side without Ray: two launches of one cell, nodes 0 and 1, meet at
-    the rendezvous they are given and train as one group; node 1 measures nothing and
-    still ends ok."""
+    the rendezvous they are given and train as one group (DDP, or FSDP2 sharded across the
+    nodes); node 1 measures nothing and still ends ok."""
     from orchestrator.executors import NodePlace, execute
     from orchestrator.plan.cells import expand
     from orchestrator.registry.cell_run import ToolInfo
     from orchestrator.validate import load_spec
 
-    spec = load_spec(write(tmp_path / "m.yaml", PAIR.format(name="launch", nodes=2,
-                                                            steps=2, epochs=1)))
+    text = PAIR.format(name="launch", nodes=2, steps=2, epochs=1).replace(
+        "workers: 1,", f"workers: 1, dp_mode: {dp_mode},")
+    spec = load_spec(write(tmp_path / "m.yaml", text))
     (cell,) = expand(spec)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -390,3 +392,25 @@ def test_a_node_that_never_comes_fails_the_cell_naming_its_rendezvous_in_half_it
         "ranks of 2 nodes did not all join within 15 s" in ended.error
     assert 15 <= ended.wall_s < 30
     assert left_behind(before) == set()
+
+
+def test_a_workloads_check_without_nodes_is_still_asked_and_gpt_lm_counts_them(tmp_path):
+    """checks.py's `problem(params, gpus)`, written before node counts, still refuses in
+    one line; gpt_lm's counts the nodes' ranks: FSDP on 2 nodes of 1 rank shards."""
+    from tests.test_user_workloads import make_folder, matrix
+
+    folder = make_folder(tmp_path)
+    write(folder / "checks.py", """
+        def problem(params, gpus):
+            return ("n", "n above 5000 is too much") if params["n"] > 5000 else None
+        """)
+    done = run_cli("validate", str(matrix(tmp_path)), cwd=tmp_path)
+    assert done.returncode == 2 and "n above 5000 is too much (on box)" in done.stderr
+    fsdp = PAIR.format(name="fsdp", nodes="[1, 2]", steps=2, epochs=1).replace(
+        "workers: 1,", "workers: 1, dp_mode: fsdp,")
+    done = run_cli("validate", str(write(tmp_path / "f.yaml", fsdp)), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout  # 1 node of 1 rank: nothing to shard
+    assert "fsdp shards the model over the ranks" in done.stderr
+    done = run_cli("validate", str(write(tmp_path / "g.yaml", fsdp.replace("[1, 2]", "2"))),
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr

@@ -95,7 +95,7 @@ def _check_configurations(spec: MatrixSpec, cells: list[Cell], doc: LocatedYaml)
         if check is None or cell.config_id in seen:
             continue
         seen.add(cell.config_id)
-        found = check(cell.params, cell.hardware.gpus)
+        found = check(cell.params, cell.hardware.gpus, cell.hardware.nodes)
         if found is not None:
             param, problem = found
             index = next(i for i, w in enumerate(spec.workloads) if w.name == cell.workload)
