@@ -414,3 +414,22 @@ def test_a_workloads_check_without_nodes_is_still_asked_and_gpt_lm_counts_them(t
     done = run_cli("validate", str(write(tmp_path / "g.yaml", fsdp.replace("[1, 2]", "2"))),
                    cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_history_judges_a_bus_bandwidth_above_the_link_as_the_report_does(tmp_path):
+    """Every path a figure takes: the store's rows are judged by the same bound."""
+    from tests.test_impossible_rows import history
+    from tests.test_judge import journal_cell, new_store
+
+    store = new_store(tmp_path)
+    for name, busbw in (("fast", 60.0), ("honest", 45.0)):
+        journal_cell(store, name, "sleep", name, {"seconds": 1.0}, 5, "sample",
+                     instance_type="p4d.24xlarge",
+                     provenance={"nodes": 2, "world_size": 2, "net_busbw_gbs": busbw})
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert run_cli("db", "import", str(store.root), "--db", url, cwd=tmp_path).returncode == 0
+    judged = {r["configuration"].split("/")[0]: r for r in history(url, tmp_path, "trend")}
+    assert "all-reduce bus bandwidth 60 GB/s between nodes linked at 400 Gbit/s (50 GB/s; " \
+        "1.2x)" in judged["fast"]["judgement"]
+    assert "implausible" in judged["fast"]["flags"]
+    assert judged["honest"]["judgement"] == "" and "implausible" not in judged["honest"]["flags"]

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "instance_type",
-                     "workload_version", "node", "framework")
+                     "workload_version", "node", "framework",
+                     # a cell across nodes: the judge holds its bus bandwidth to the link
+                     "net_busbw_gbs", "net_link_gbps")
 CEILING_FIELDS = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
                   "ceiling_cost_s")
 MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")
