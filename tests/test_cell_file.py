@@ -33,8 +33,11 @@ def test_every_field_of_the_drivers_cell_reaches_the_worker_typed():
     # and the inputs it records with the cell's end (plan/retry.py)
     assert {f.name for f in dataclasses.fields(CellFile)} >= set(Cell.model_fields) - {
         "workload_info", "inputs"}
+    # all but the axis of node counts, which the plan expands: each cell's hardware holds
+    # its own count in `nodes` (the axis is never dumped)
     assert {f.name for f in dataclasses.fields(CellHardware)} == set(
-        type(cell.hardware).model_fields)
+        type(cell.hardware).model_fields) - {"node_counts"}
+    assert "node_counts" not in make_cell("sleep", {}, 1)["hardware"]
     # all but the executor's settings: how the executor starts the worker, not the worker's
     assert {f.name for f in dataclasses.fields(CellStack)} == set(
         type(cell.stack).model_fields) - {"settings"}

@@ -104,7 +104,9 @@ def described_instance_types(ec2: Any, names: list[str]) -> dict[str, InstanceTy
 
 
 def stated_gbps(performance: object) -> float | None:
-    """EC2's "Up to 10 Gigabit", "3200 Gigabit" as Gbit/s (the "up to" figure: a bound);
-    None for a wording without a figure ("Moderate")."""
-    found = re.search(r"(\d+(?:\.\d+)?)\s*Gigabit", str(performance or ""))
-    return float(found.group(1)) if found else None
+    """EC2's "Up to 10 Gigabit", "3200 Gigabit", "4x 100 Gigabit" (four cards) as Gbit/s
+    (the "up to" figure: a bound); None for a wording without a figure ("Moderate")."""
+    found = re.search(r"(?:(\d+)\s*x\s*)?(\d+(?:\.\d+)?)\s*Gigabit", str(performance or ""))
+    if found is None:
+        return None
+    return float(found.group(1) or 1) * float(found.group(2))
