@@ -37,6 +37,7 @@ from orchestrator.run.cell_policy import CellPolicy
 from orchestrator.run.cell_starts import StartWatch
 from orchestrator.run.node_gang import (
     Gang,
+    cancel_pending,
     cancelled_records,
     end_gang,
     settle_followers,
@@ -179,8 +180,8 @@ class RayDispatcher:
                 for ref in ready:
                     if ref not in in_flight:  # another node's part of a cell across nodes
                         gang = next(g for g in self._gangs.values() if ref in g.refs)
-                        if take_follower(ray, gang, ref):
-                            ray.cancel(gang.lead, force=False)  # it fails the cell
+                        if take_follower(ray, gang, ref):  # it fails the cell
+                            cancel_pending(ray, [gang.lead])
                         continue
                     cell, _ = in_flight.pop(ref)
                     records, lost = self._collect(ref, cell)

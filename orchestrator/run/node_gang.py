@@ -102,11 +102,18 @@ def end_gang(ray: Any, gang: Gang, force: bool = False) -> None:
     placement group: nothing of the cell is left on any node."""
     from ray.util.placement_group import remove_placement_group
 
-    _, pending = ray.wait(gang.refs, num_returns=len(gang.refs), timeout=0)
-    for ref in pending:  # never an ended one: Ray's core worker aborts on that race
-        ray.cancel(ref, force=force)
+    cancel_pending(ray, gang.refs, force)
     with contextlib.suppress(Exception):
         remove_placement_group(gang.group)
+
+
+def cancel_pending(ray: Any, refs: list[Any], force: bool = False) -> None:
+    """Cancel those of `refs` still running, never one that has ended: the driver's core
+    worker aborted ("Tried to complete task that was not pending") when cancels met ended
+    tasks."""
+    _, pending = ray.wait(refs, num_returns=len(refs), timeout=0)
+    for ref in pending:
+        ray.cancel(ref, force=force)
 
 
 def settle_followers(ray: Any, gang: Gang) -> None:
