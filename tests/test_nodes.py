@@ -433,3 +433,31 @@ def test_history_judges_a_bus_bandwidth_above_the_link_as_the_report_does(tmp_pa
         "1.2x)" in judged["fast"]["judgement"]
     assert "implausible" in judged["fast"]["flags"]
     assert judged["honest"]["judgement"] == "" and "implausible" not in judged["honest"]["flags"]
+
+
+def test_a_nodes_container_gets_its_own_files_the_rendezvous_and_the_hosts_network(tmp_path):
+    """Docker and Podman start a node of a cell across nodes on the host's network (its
+    ranks reach the other nodes' over it), with the rendezvous and files of its own; every
+    other container keeps no network at all."""
+    from orchestrator.executors import NodePlace
+    from orchestrator.executors.container import container_spec
+    from orchestrator.executors.docker import _options
+    from orchestrator.executors.podman.runner import run_arguments
+    from orchestrator.plan.cells import expand
+    from orchestrator.validate import load_spec
+
+    (cell,) = expand(load_spec(write(tmp_path / "m.yaml", PAIR.format(
+        name="boxes", nodes=2, steps=2, epochs=1))))
+    node = container_spec(cell, tmp_path / "cells", "img", NodePlace(2, 1, "10.0.0.7", 29500))
+    assert node.host_network and node.name.endswith(f"{cell.cell_id}.node1")
+    assert node.command[-2:] == (f"/matrix/cells/{cell.cell_id}.node1.json",
+                                 f"/matrix/cells/{cell.cell_id}.node1.out.jsonl")
+    assert {k: node.environment[k] for k in ("NNODES", "NODE_RANK", "MASTER_ADDR",
+                                              "MASTER_PORT")} == {
+        "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29500"}
+    assert _options(node)["network_mode"] == "host"
+    assert run_arguments(node)[:4] == ["--detach", "--init", "--network", "host"]
+    alone = container_spec(cell, tmp_path / "cells", "img")
+    assert not alone.host_network and "NODE_RANK" not in alone.environment
+    assert _options(alone)["network_mode"] == "none"
+    assert run_arguments(alone)[:4] == ["--detach", "--init", "--network", "none"]
