@@ -115,18 +115,29 @@ def _node1_worker_once_training(run_dir: Path, sweep: concurrent.futures.Future)
                          if sweep.done() else "node 1's worker never trained")
 
 
-@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp"])
+NMT_DP = """
+  - name: nmt_dp
+    params: {preset: tiny, workers: 1, batches_per_round: 2, warmup_steps: 1}
+    epochs: 1
+    timeout_s: 300
+"""
+
+
+@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp", "nmt_dp allreduce"])
 def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_mode):
     """The executor's side without Ray: two launches of one cell, nodes 0 and 1, meet at
-    the rendezvous they are given and train as one group (DDP, or FSDP2 sharded across the
-    nodes); node 1 measures nothing and still ends ok."""
+    the rendezvous they are given and train as one group (gpt_lm with DDP, or FSDP2 sharded
+    across the nodes; nmt_dp's all-reduce); node 1 measures nothing and still ends ok."""
     from orchestrator.executors import NodePlace, execute
     from orchestrator.plan.cells import expand
     from orchestrator.registry.cell_run import ToolInfo
     from orchestrator.validate import load_spec
 
-    text = PAIR.format(name="launch", nodes=2, steps=2, epochs=1).replace(
-        "workers: 1,", f"workers: 1, dp_mode: {dp_mode},")
+    text = PAIR.format(name="launch", nodes=2, steps=2, epochs=1)
+    if dp_mode.startswith("nmt_dp"):
+        text = text.split("  - name: gpt_lm")[0] + NMT_DP
+    else:
+        text = text.replace("workers: 1,", f"workers: 1, dp_mode: {dp_mode},")
     spec = load_spec(write(tmp_path / "m.yaml", text))
     (cell,) = expand(spec)
     with socket.socket() as probe:
