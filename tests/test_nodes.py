@@ -87,8 +87,9 @@ def test_a_rank_killed_on_one_node_fails_the_cell_and_leaves_nothing_on_either(
     assert "node 1 of 2 ended crashed: worker killed by SIGKILL" in cell["error"]
     assert 0 < cell["wall_s"] < 300  # the time it held both nodes, bounded
     time.sleep(1)  # the cancelled tasks' executors end their groups as they unwind
-    still = [p.pid for p in psutil.process_iter(["cmdline"])
-             if any(cell_id in part for part in (p.info["cmdline"] or []))]
+    still = [p.pid for p in psutil.process_iter(["cmdline"])  # its workers, on either node
+             if "orchestrator.worker" in (p.info["cmdline"] or [])
+             and any(cell_id in part for part in p.info["cmdline"])]
     assert still == [], f"processes of the cell left running: {still}"
 
 
