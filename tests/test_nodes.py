@@ -160,6 +160,7 @@ def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_
         [ended[rank][-1].error for rank in (0, 1)]
     provenance = next(r for r in ended[0] if r.record == "provenance")
     assert (provenance.nodes, provenance.world_size) == (2, 2)
+    assert 0 < provenance.rendezvous_s < 60
     assert not any(r.record == "measurement" for r in ended[1])
     assert (tmp_path / "run" / "cells" / f"{cell.cell_id}.node1.json").exists()
     assert left_behind(before) == set()
@@ -312,7 +313,8 @@ def scaled_run(tmp_path: Path) -> Path:
     store.root.mkdir()
     for cell_id, nodes, rate in (("one", 1, 1000.0), ("two", 2, 1800.0)):
         ident = {"run": "scaled", "cell_id": cell_id, "config_id": cell_id, "repeat": 1}
-        across = {"world_size": nodes, "net_busbw_gbs": 1.25, "net_probe_bytes": 32 << 20}
+        across = {"world_size": nodes, "net_busbw_gbs": 1.25, "net_probe_bytes": 32 << 20,
+                  "rendezvous_s": 30.0}
         store.append([
             ProvenanceRecord(**ident, cpu_count=2, nodes=nodes, devices_used=nodes,
                              price_per_hour_usd=1.5 * nodes, price_source="declared",
@@ -339,9 +341,10 @@ def test_the_report_sets_each_node_count_beside_its_one_node_twin(tmp_path):
 
 
 def test_advise_projects_a_node_count_not_measured_and_prices_every_node(tmp_path):
-    """3,000,000 tokens in 20 minutes: 2 nodes (1,800 tokens/s) take 1,667 s. Amdahl over
-    the node counts (serial fraction 1/9) gives 3 nodes 2,455 tokens/s (1,222 s: too slow)
-    and 4 nodes 3,000 (1,000 s): 4 nodes, projected, at 4 x $1.50 an hour."""
+    """3,000,000 tokens in 20 minutes: 2 nodes (1,800 tokens/s) take 1,667 s, plus the 30 s
+    their ranks took to meet. Amdahl over the node counts (serial fraction 1/9) gives 3 nodes
+    2,455 tokens/s (1,252 s: too slow) and 4 nodes 3,000 (1,030 s): 4 nodes, projected, at
+    4 x $1.50 an hour, the rendezvous counted in its start-up."""
     import json
 
     run_dir = scaled_run(tmp_path)
@@ -355,7 +358,11 @@ def test_advise_projects_a_node_count_not_measured_and_prices_every_node(tmp_pat
     assert answer["picks"]["fastest"]["configuration"] == projected["configuration"]
     assert projected["items_per_s"] == pytest.approx(3000.0, rel=0.01)
     assert projected["usd_per_hour"] == pytest.approx(6.0)
-    assert projected["cost_usd"] == pytest.approx(1000 / 3600 * 6.0, rel=0.01)
+    assert projected["startup_s"] == 30.0 and projected["time_s"] == pytest.approx(1030, 0.01)
+    assert projected["cost_usd"] == pytest.approx(1030 / 3600 * 6.0, rel=0.01)
+    two = next(p for p in answer["projections"] if p["configuration"] == "pair hw.nodes=2")
+    one = next(p for p in answer["projections"] if p["configuration"] == "pair hw.nodes=1")
+    assert two["startup_s"] == 30.0 and one["startup_s"] is None  # one node: nothing to meet
 
 
 def test_the_dashboard_draws_scaling_across_nodes_and_names_each_count(tmp_path, browser):

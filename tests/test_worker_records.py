@@ -56,7 +56,7 @@ PROVENANCE = ProvenanceLine(
     gpu_count=8, gpu_memory_bytes=80 << 30, gpu_power_limit_w=700.0, ceiling_flops=4e14,
     ceiling_precision="bf16", ceiling_probe="torch bf16 linear", ceiling_cost_s=3.5,
     ceiling_gap="none needed", nodes=2, world_size=16, rank_hosts=["node-a"] * 8 + ["node-b"] * 8,
-    net_busbw_gbs=41.5, net_probe_bytes=32 << 20, net_link_gbps=400.0)
+    net_busbw_gbs=41.5, net_probe_bytes=32 << 20, net_link_gbps=400.0, rendezvous_s=2.5)
 EVERY_KIND = [MEASUREMENT, PROVENANCE, TimingLine(workload_s=2.5),
               ErrorLine(kind=FailureKind.OOM, type="MemoryError", message="out of memory"),
               ClientLine(framework="torch", framework_version="2.5.1", cuda="12.4",

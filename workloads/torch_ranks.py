@@ -12,6 +12,7 @@ import gc
 import multiprocessing
 import os
 import socket
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -127,7 +128,7 @@ def rank_group(ctx: Context, ranks: Ranks, other_rank: Callable[..., None],
         facts = join_group(ranks.first, ranks)
         if facts is not None and ranks.node.times:
             ctx.record_group(ranks.world, facts.hosts, facts.network.busbw_gbs,
-                             facts.network.largest_bytes)
+                             facts.network.largest_bytes, facts.rendezvous_s)
         yield ranks
         for child in children:
             child.join(JOIN_TIMEOUT_S)
@@ -149,6 +150,7 @@ class GroupFacts:
 
     hosts: list[str]
     network: Busbw
+    rendezvous_s: float  # from this rank's first try to join to every rank joined
 
 
 def join_group(rank: int, ranks: Ranks) -> GroupFacts | None:
@@ -162,6 +164,7 @@ def join_group(rank: int, ranks: Ranks) -> GroupFacts | None:
         dist.init_process_group(backend, rank=rank, world_size=ranks.world)
         return None
     wait = timedelta(seconds=ranks.node.wait_s)
+    started = time.perf_counter()
     try:
         store = dist.TCPStore(ranks.addr, ranks.master_port, ranks.world, is_master=rank == 0,
                               timeout=wait, wait_for_workers=True)
@@ -172,10 +175,11 @@ def join_group(rank: int, ranks: Ranks) -> GroupFacts | None:
             f"the rendezvous at {ranks.addr}:{ranks.master_port} did not complete: the "
             f"{ranks.world} ranks of {ranks.node.nodes} nodes did not all join within "
             f"{ranks.node.wait_s:g} s ({str(exc).splitlines()[0][:200]})") from None
+    joined_s = time.perf_counter() - started
     hosts: list[Any] = [None] * ranks.world
     dist.all_gather_object(hosts, hostname())
     device = torch.device(f"cuda:{rank - ranks.first}" if ranks.on_gpu else "cpu")
-    return GroupFacts([str(h) for h in hosts], measure_busbw(ranks.world, device))
+    return GroupFacts([str(h) for h in hosts], measure_busbw(ranks.world, device), joined_s)
 
 
 def leave_group() -> None:

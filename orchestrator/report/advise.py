@@ -191,9 +191,10 @@ def _runs(rows: pd.DataFrame) -> tuple[str, ...]:
 
 
 def _startup_s(rows: pd.DataFrame) -> float | None:
-    """The start-up a job on this configuration pays once: the median queue wait plus the
-    median cluster boot its rows recorded; None where they recorded neither."""
-    parts = [float(rows[c].dropna().median()) for c in ("queued_s", "provision_s")
+    """The start-up a job on this configuration pays once: the median queue wait, cluster
+    boot and, across nodes, rendezvous its rows recorded; None where they recorded none."""
+    parts = [float(rows[c].dropna().median()) for c in ("queued_s", "provision_s",
+                                                          "rendezvous_s")
              if c in rows and rows[c].notna().any()]
     return sum(parts) if parts else None
 

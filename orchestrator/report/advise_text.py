@@ -110,14 +110,15 @@ def conclusions(found: Advice) -> list[str]:
 
 
 def _startup(found: Advice) -> str:
-    """What the start-up in the times is: recorded (queue wait, cluster boot) or 0."""
+    """What the start-up in the times is: recorded (queue wait, cluster boot, a rendezvous
+    across nodes) or 0."""
     unrecorded = sum(p.startup_s is None for p in found.projections)
+    recorded = "start-up as recorded (queue wait, cluster boot, rendezvous across nodes)"
     if not unrecorded:
-        return "start-up as recorded (queue wait, cluster boot)"
+        return recorded
     if unrecorded == len(found.projections):
         return "start-up is not recorded by these runs (counted as 0)"
-    return (f"start-up as recorded (queue wait, cluster boot); {unrecorded} configuration(s) "
-            "recorded none (counted as 0)")
+    return f"{recorded}; {unrecorded} configuration(s) recorded none (counted as 0)"
 
 
 def _pricing(job: Job) -> str:

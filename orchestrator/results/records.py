@@ -63,8 +63,9 @@ SCHEMA_VERSION = 7
 #           fields (ExecutorSettings.recorded: a plugin executor's niceness), which
 #           version 6 readers refuse. Nothing to upgrade, as for 5 -> 6.
 #   Within 7, provenance records gained the optional nodes, world_size, rank_hosts,
-#   net_busbw_gbs and net_probe_bytes (a cell across nodes: its group and the network
-#   between its nodes; absent: one node), so no version and no migration.
+#   net_busbw_gbs, net_probe_bytes, net_link_gbps and rendezvous_s (a cell across nodes:
+#   its group and the network between its nodes; absent: one node), so no version and no
+#   migration.
 
 
 def _v1_to_v2(raw: dict[str, Any]) -> dict[str, Any]:

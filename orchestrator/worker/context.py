@@ -127,12 +127,15 @@ class Context:
         self.devices_used = count
 
     def record_group(self, world_size: int, rank_hosts: list[str],
-                     busbw_gbs: float | None = None, probe_bytes: int | None = None) -> None:
+                     busbw_gbs: float | None = None, probe_bytes: int | None = None,
+                     rendezvous_s: float | None = None) -> None:
         """Record, for the provenance record, the process group of a cell across nodes: its
-        ranks in all, the host of each in rank order, and the all-reduce bus bandwidth its
-        network probe measured (GB/s) at its largest size (bytes)."""
+        ranks in all, the host of each in rank order, the all-reduce bus bandwidth its
+        network probe measured (GB/s) at its largest size (bytes), and how long its ranks
+        took to meet."""
         self.group = {"world_size": world_size, "rank_hosts": list(rank_hosts),
-                      "net_busbw_gbs": busbw_gbs, "net_probe_bytes": probe_bytes}
+                      "net_busbw_gbs": busbw_gbs, "net_probe_bytes": probe_bytes,
+                      "rendezvous_s": rendezvous_s}
 
     def gpu_probes(self) -> list[MemoryProbe]:
         """The NVML sampler over the cell's GPUs, where there are GPUs and NVML answers."""

@@ -263,6 +263,9 @@ class ProvenanceFields:
     rank_hosts: list[str] | None = None
     net_busbw_gbs: Annotated[float | None, Bound(gt=0)] = None
     net_probe_bytes: Annotated[int | None, Bound(gt=0)] = None
+    # how long node 0 waited for every rank to join (the rendezvous): a start-up a job
+    # across nodes pays once, which `matrix advise` counts
+    rendezvous_s: Annotated[float | None, Bound(ge=0)] = None
     # the link between its nodes as its hardware entry states it (net_gbps), Gbit/s per node:
     # what the judge holds net_busbw_gbs to, where no catalogue knows the instance type's
     net_link_gbps: Annotated[float | None, Bound(gt=0)] = None
