@@ -480,3 +480,25 @@ def test_a_nodes_container_gets_its_own_files_the_rendezvous_and_the_hosts_netwo
     assert not alone.host_network and "NODE_RANK" not in alone.environment
     assert _options(alone)["network_mode"] == "none"
     assert run_arguments(alone)[:4] == ["--detach", "--init", "--network", "none"]
+
+
+def test_a_cpu_row_across_nodes_is_held_to_every_nodes_cores(tmp_path):
+    """Without its node's estimate, a CPU row is held to what any CPU of its cores could do;
+    a row across two nodes counts both nodes' cores: 1.5x one node's bound is possible on
+    two, and impossible on one."""
+    from orchestrator.report.judge import CPU_CORE_CEILING_FLOPS
+    from tests.test_judge import GPT2, journal_cell, new_store, report_of
+    from workloads.gpt_lm.flops import flops_per_item
+
+    params = {**GPT2, "precision": "fp32"}
+    one_node = CPU_CORE_CEILING_FLOPS["fp32"] * 2  # journal_cell's rows: cpu_count 2
+    rate = 1.5 * one_node / flops_per_item(params)
+    store = new_store(tmp_path)
+    journal_cell(store, "two", "gpt_lm", "pair", params, rate, "token",
+                 provenance={"nodes": 2, "devices_used": 2})
+    journal_cell(store, "one", "gpt_lm", "box", params, rate, "token")
+    _, rows = report_of(store, tmp_path)
+    judged = rows.drop_duplicates("cell_id").set_index("cell_id")
+    assert "implausible" in judged.loc["one", "flags"]
+    assert "implausible" not in judged.loc["two", "flags"], judged.loc["two", "judgement"]
+    assert judged.loc["two", "peak_note"] == "any CPU of 2 cores, on each of 2 nodes"

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 PROVENANCE_FIELDS = ("gpu_model", "gpu_count", "devices_used", "cpu_count", "instance_type",
                      "workload_version", "node", "framework",
-                     # a cell across nodes: the judge holds its bus bandwidth to the link
-                     "net_busbw_gbs", "net_link_gbps")
+                     # a cell across nodes: its nodes' peak, its bus bandwidth to the link
+                     "nodes", "net_busbw_gbs", "net_link_gbps")
 CEILING_FIELDS = ("node", "framework", "ceiling_flops", "ceiling_precision", "ceiling_probe",
                   "ceiling_cost_s")
 MEASURED_FIELDS = ("flops_per_item", "peak_flops", "peak_source")

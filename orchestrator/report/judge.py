@@ -133,7 +133,7 @@ def _flop_figures(df: pd.DataFrame, ok: pd.Series) -> None:
     """achieved_flops, peak_flops, peak_source, peak_fraction and peak_note of the ok rows,
     in place: FLOPs per item and the peak found once per configuration."""
     keys = [c for c in ("workload", "flops_per_item", "gpu_model", "gpu_count", "devices_used",
-                        "cpu_count", "peak_flops", "peak_source") if c in df]
+                        "cpu_count", "nodes", "peak_flops", "peak_source") if c in df]
     keys += param_columns(df.columns)
     keys += [c for c in ("workload_version",) if c in df]
     import numpy as np
@@ -260,7 +260,10 @@ def peak_of(row: Any, precision: str) -> tuple[Peak | None, str]:
     cores = row.get("cpu_count")
     if ceiling is None or not present(cores):
         return None, f"no {precision} peak known for this CPU"
-    return Peak(ceiling * int(cores), "estimate"), f"any CPU of {int(cores)} cores"
+    nodes = int(row["nodes"]) if present(row.get("nodes")) else 1  # a cell across nodes
+    where = f"any CPU of {int(cores)} cores" + (f", on each of {nodes} nodes" if nodes > 1
+                                                  else "")
+    return Peak(ceiling * int(cores) * nodes, "estimate"), where
 
 
 def devices_column(rows: pd.DataFrame) -> pd.Series:
