@@ -310,21 +310,22 @@ class RayDispatcher:
         gang = self._gangs.get(ref)
         if gang is None:
             return self._collect_one(ref, cell)
-        if gang.lost is not None:
-            self._drop_gang(ref)
-            return lost_node_records(cell, gang.lost), Loss.NODE
-        lost = Loss.NONE
-        if gang.failure() is not None:  # node 0 was cancelled here, as another node failed
-            try:  # unless it had ended on its own first
-                records = [parse_record(raw) for raw in self.ray.get(ref)]
-            except self.ray.exceptions.RayError:
-                records = cancelled_records(gang)
-        else:
+        try:
+            if gang.lost is not None:
+                return lost_node_records(cell, gang.lost), Loss.NODE
+            if gang.failure() is not None:  # node 0 was cancelled, as another node failed
+                try:  # unless it had ended on its own first
+                    ended = [parse_record(raw) for raw in self.ray.get(ref)]
+                except self.ray.exceptions.RayError:
+                    return cancelled_records(gang), Loss.NONE
+                return with_followers(gang, ended), Loss.NONE
             records, lost = self._collect_one(ref, cell)
             if lost is Loss.NONE:
                 settle_followers(self.ray, gang)
-        self._drop_gang(ref)
-        return (with_followers(gang, records) if lost is Loss.NONE else records), lost
+                records = with_followers(gang, records)
+            return records, lost
+        finally:
+            self._drop_gang(ref)
 
     def _collect_one(self, ref: Any, cell: Cell) -> tuple[list[Record], Loss]:
         try:

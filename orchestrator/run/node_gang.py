@@ -64,7 +64,7 @@ def bundle(cell: Cell, resource: str) -> dict[str, float]:
 
 def start_gang(ray: Any, task: Any, cell: Cell, resource: str, args: tuple[Any, ...]) -> Gang:
     """The placement group and one task per node; `args` are the task's, before the
-    node's rank and the cell's node count."""
+    node's rank (run_cell_on_node's node_rank)."""
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -135,8 +135,6 @@ def with_followers(gang: Gang, records: list[Record]) -> list[Record]:
         return records
     cell_record = records[-1]
     assert isinstance(cell_record, CellRecord)
-    if failure in (cell_record.error or ""):  # cancelled_records: it says so already
-        return records
     if cell_record.status is Status.OK:
         update = {"status": Status.FAILED, "error": failure}
     else:

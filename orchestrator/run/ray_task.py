@@ -68,7 +68,8 @@ def _as_json(records: list[Record]) -> list[dict[str, Any]]:
 
 def rendezvous_here(board: Any, token: str, nodes: int) -> NodePlace:
     """Node 0's task: this node's address and a free port, published on the board for the
-    others, and its place."""
+    others, and its place (how long its ranks wait for the others is the worker's own to
+    decide: worker/nodes.py, node_place)."""
     import ray
 
     address = ray.util.get_node_ip_address()
@@ -76,8 +77,7 @@ def rendezvous_here(board: Any, token: str, nodes: int) -> NodePlace:
         probe.bind(("", 0))
         port = int(probe.getsockname()[1])
     ray.get(board.publish.remote(token, f"{address}:{port}"), timeout=START_REPORT_TIMEOUT_S)
-    return NodePlace(nodes=nodes, node_rank=0, addr=address, port=port)  # its wait: the
-    # worker's own (worker/nodes.py: node_place reads it from the cell's timeout)
+    return NodePlace(nodes=nodes, node_rank=0, addr=address, port=port)
 
 
 def rendezvous_of(board: Any, token: str, nodes: int, rank: int,
@@ -94,8 +94,7 @@ def rendezvous_of(board: Any, token: str, nodes: int, rank: int,
             published = None
         if published:
             address, _, port = str(published).rpartition(":")
-            return NodePlace(nodes=nodes, node_rank=rank, addr=address, port=int(port),
-                             wait_s=wait_s)
+            return NodePlace(nodes=nodes, node_rank=rank, addr=address, port=int(port))
         time.sleep(RENDEZVOUS_POLL_S)
     return None
 
