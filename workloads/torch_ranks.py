@@ -168,8 +168,10 @@ def join_group(rank: int, ranks: Ranks) -> GroupFacts | None:
     try:
         store = dist.TCPStore(ranks.addr, ranks.master_port, ranks.world, is_master=rank == 0,
                               timeout=wait, wait_for_workers=True)
-        dist.init_process_group(backend, store=store, rank=rank, world_size=ranks.world,
-                                timeout=wait)
+        # the collectives keep the backend's own timeout: a slow step (a first compile)
+        # may hold a barrier longer than the rendezvous may take; the cell's timeout bounds
+        # them (the executor ends the worker's whole group)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=ranks.world)
     except (RuntimeError, dist.DistStoreError) as exc:
         raise RendezvousError(
             f"the rendezvous at {ranks.addr}:{ranks.master_port} did not complete: the "
