@@ -84,7 +84,6 @@ def measure_busbw(ranks: int, device: torch.device, budget_s: float = BUDGET_S,
 
 def _slowest(elapsed_s: float, device: torch.device) -> float:
     """The largest of every rank's `elapsed_s`: the same answer on each."""
-    value = torch.tensor([elapsed_s], dtype=torch.float64 if device.type == "cpu"
-                         else torch.float32, device=device)
+    value = torch.tensor([elapsed_s], dtype=torch.float64, device=device)
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return float(value.item())

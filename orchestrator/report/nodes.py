@@ -49,7 +49,7 @@ def node_scaling(summary: pd.DataFrame) -> pd.DataFrame:
         frame[column] = float("nan")
     found = []
     for _, members in frame.groupby(keys, sort=False, dropna=False):
-        if members["nodes"].nunique() < 2 and not (members["nodes"] > 1).any():
+        if not (members["nodes"] > 1).any():  # one node only: nothing spans nodes here
             continue
         members = members.sort_values("nodes", kind="stable")
         single = members[members["nodes"] == 1]
