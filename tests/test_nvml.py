@@ -36,7 +36,8 @@ RECORDED = [
 
 def test_an_epoch_summary_from_recorded_readings():
     fields = summarise(RECORDED)
-    assert fields["gpu_util_mean_pct"] == 95 and fields["gpu_power_mean_w"] == 300
+    assert fields["gpu_util_mean_pct"] == 95
+    assert fields["gpu_power_mean_w"] == pytest.approx(300)  # the counter's 90 J in 0.3 s
     assert fields["gpu_sm_clock_mean_mhz"] == 1750 and fields["gpu_temp_max_c"] == 75
     assert fields["gpu_energy_j"] == pytest.approx(90.0)  # from the counter
     assert fields["nvml_used_peak_bytes"] == 9 << 30
@@ -101,14 +102,29 @@ def test_energy_is_each_windows_average_power_times_its_length():
     windows = [(0.2, 1.0), (2.0, 2.5)]
     fields = summarise(readings, windows)
     assert fields["gpu_energy_j"] == pytest.approx(200 * 0.8 + 300 * 0.5)
-    assert fields["gpu_power_mean_w"] == 250  # the four readings inside
+    # the counter spans both windows: mean power is their energy over their length
+    assert fields["gpu_power_mean_w"] == pytest.approx((200 * 0.8 + 300 * 0.5) / 1.3)
     assert fields["nvml_used_peak_bytes"] == 20 * GiB  # memory: the whole epoch's peak
     no_counter = [r._replace(energy_mj=None) for r in readings]  # the sampled power's mean
     assert summarise(no_counter, windows)["gpu_energy_j"] == pytest.approx(200 * 0.8
                                                                            + 300 * 0.5)
+    assert summarise(no_counter, windows)["gpu_power_mean_w"] == 250  # the four inside
     # a window with no reading inside takes the timed readings' mean power (250 W)
     with_empty = summarise(readings, [*windows, (2.6, 2.8)])
     assert with_empty["gpu_energy_j"] == pytest.approx(310 + 250 * 0.2)
+
+
+def test_mean_power_is_the_counters_where_the_sampled_average_lags_an_idle_start():
+    # NVML's power reading averages the last second: a window starting from idle reads low
+    # (an H200's first epoch: 350 W sampled where the counter rose 606 W x 0.48 s)
+    readings = [reading(0.0, power_w=120, energy_mj=0),
+                *(reading(0.1 * k, power_w=120 + 48 * k, energy_mj=60_000 * k)
+                  for k in range(1, 6))]
+    fields = summarise(readings, [(0.1, 0.5)])
+    assert fields["gpu_power_mean_w"] == pytest.approx(600)
+    assert fields["gpu_energy_j"] == pytest.approx(600 * 0.4)
+    one_reading = summarise(readings, [(0.25, 0.35)])  # the counter spans no window
+    assert one_reading["gpu_power_mean_w"] == 120 + 48 * 3
 
 
 class FakeGpu:
@@ -171,7 +187,8 @@ def test_warmup_and_evaluation_do_not_move_the_timed_averages(block_steps: int):
     gpu = FakeGpu()
     summary = _epoch(gpu, timed_s=0.2, block_steps=block_steps)
     assert summary["train_s"] == pytest.approx(2.0)
-    assert summary["gpu_util_mean_pct"] == 80 and summary["gpu_power_mean_w"] == 250
+    assert summary["gpu_util_mean_pct"] == 80
+    assert summary["gpu_power_mean_w"] == pytest.approx(250)
     assert summary["gpu_temp_max_c"] == 70
     assert summary["throttle_reasons"] == ""  # the warm-up's power cap is not the timed steps'
     assert summary["gpu_energy_j"] == pytest.approx(250 * 2.0)

@@ -55,7 +55,8 @@ def summarise(readings: Sequence[Reading], windows: Sequence[Window] = ()
 
     Utilisation, power, SM clock, maximum temperature and throttle reasons are those of the
     readings inside the timed windows (bounds included), so warm-up (compilation) and
-    evaluation do not move them. Energy is summed over the windows: each window's average
+    evaluation do not move them; mean power is the energy over the windows' length where
+    the counter spans every window. Energy is summed over the windows: each window's average
     power x its length, the average from the energy counter's rise between the window's
     first and last readings where the counter exists and the window holds two readings or
     more, else the mean of its sampled power; a window holding no reading takes the mean
@@ -70,10 +71,11 @@ def summarise(readings: Sequence[Reading], windows: Sequence[Window] = ()
     spans = list(windows) or [(readings[0].t, readings[-1].t)]
     groups = [[r for r in readings if start <= r.t <= end] for start, end in spans]
     timed = [r for group in groups for r in group]
+    counted = all(_counted(group) for group in groups)
     if timed:
         fill_w = sum(r.power_w for r in timed) / len(timed)
     else:  # no sample inside the windows: the epoch's readings stand in
-        timed, fill_w = list(readings), _mean_power_w(readings)
+        timed, fill_w, counted = list(readings), _mean_power_w(readings), _counted(readings)
     count = len(timed)
     fields: dict[str, float | int | str] = {
         "gpu_util_mean_pct": sum(r.util_pct for r in timed) / count,
@@ -82,9 +84,16 @@ def summarise(readings: Sequence[Reading], windows: Sequence[Window] = ()
         "gpu_temp_max_c": max(r.temperature_c for r in timed),
         "nvml_used_peak_bytes": max(r.mem_used_bytes for r in readings),
     }
-    if sum(end - start for start, end in spans) > 0:
-        fields["gpu_energy_j"] = sum((end - start) * (_mean_power_w(group) if group else fill_w)
-                                     for (start, end), group in zip(spans, groups, strict=True))
+    timed_s = sum(end - start for start, end in spans)
+    if timed_s > 0:
+        energy_j = sum((end - start) * (_mean_power_w(group) if group else fill_w)
+                       for (start, end), group in zip(spans, groups, strict=True))
+        fields["gpu_energy_j"] = energy_j
+        if counted:
+            # NVML's power reading is a one-second average on Ampere and later, so it lags
+            # a window that starts from idle (seen on an H200: 350 W sampled, 606 W counted
+            # over 0.48 s); the counter's rise is the windows' own
+            fields["gpu_power_mean_w"] = energy_j / timed_s
     mask = 0
     for reading in timed:
         mask |= reading.throttle_mask
@@ -93,11 +102,18 @@ def summarise(readings: Sequence[Reading], windows: Sequence[Window] = ()
     return fields
 
 
+def _counted(readings: Sequence[Reading]) -> bool:
+    """Whether the energy counter spans the readings (two or more, both ends counted)."""
+    return (len(readings) >= 2 and readings[0].energy_mj is not None
+            and readings[-1].energy_mj is not None and readings[-1].t > readings[0].t)
+
+
 def _mean_power_w(readings: Sequence[Reading]) -> float:
     """Average power over the readings' span: from the energy counter where it exists and
     the span is not empty, else the mean of the sampled power."""
     first, last = readings[0], readings[-1]
-    if first.energy_mj is not None and last.energy_mj is not None and last.t > first.t:
+    if _counted(readings):
+        assert first.energy_mj is not None and last.energy_mj is not None
         return (last.energy_mj - first.energy_mj) / 1000 / (last.t - first.t)
     return sum(r.power_w for r in readings) / len(readings)
 
