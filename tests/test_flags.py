@@ -57,6 +57,15 @@ def test_throttling_while_timing_is_flagged(matrix_file, tmp_path):
     assert Flag.THROTTLED in records[-1].flags and "sw_thermal" in records[-1].error
 
 
+def test_the_power_cap_alone_is_the_card_at_work_not_a_condition(matrix_file, tmp_path):
+    # a datacenter GPU under a heavy load runs at its cap by design
+    records = outcome(matrix_file, tmp_path, throttle_reasons="sw_power_cap")
+    assert Flag.THROTTLED not in records[-1].flags and records[-1].error is None
+    both = outcome(matrix_file, tmp_path / "hot", throttle_reasons="sw_power_cap,hw_thermal")
+    assert Flag.THROTTLED in both[-1].flags and both[-1].error == \
+        "throttled while timing: hw_thermal"
+
+
 def test_threads_waiting_for_cpus_others_held_are_contended_with_how_much(matrix_file,
                                                                          tmp_path):
     records = outcome(matrix_file, tmp_path, cell_cpu_cores=1.0, cpu_wait_cores=0.99,

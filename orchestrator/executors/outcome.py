@@ -34,6 +34,7 @@ from orchestrator.results.records import (
     ProvenanceRecord,
     Record,
     Status,
+    condition_throttles,
 )
 from orchestrator.worker.cell_file import CELL_FILE_VERSION, FailureKind
 from orchestrator.worker.records import (
@@ -345,8 +346,8 @@ def _flags(measurements: list[MeasurementRecord]) -> tuple[list[Flag], list[str]
         reasons.append(f"contended: in epoch {worst.epoch}, {worst.cpu_wait_cores:.2f} of its "
                        f"threads on average waited for a CPU while other processes used "
                        f"{worst.other_cpu_cores:.2f} cores of the CPUs it ran on")
-    throttled = sorted({reason for m in measurements if m.throttle_reasons
-                        for reason in m.throttle_reasons.split(",")})
+    throttled = sorted({reason for m in measurements
+                        for reason in condition_throttles(m.throttle_reasons)})
     if throttled:
         flags.append(Flag.THROTTLED)
         reasons.append(f"throttled while timing: {', '.join(throttled)}")

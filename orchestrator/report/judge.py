@@ -14,7 +14,10 @@ journal written by hand or by another tool may carry none. Four bounds:
   a bus bandwidth between a cell's nodes above their link.
 
 A row beyond a bound is flagged `implausible` with the reason and the factor; the report
-shows the reason under the row in every table, and never names it a best choice.
+shows the reason under the row in every table, and never names it a best choice. A stored
+`throttled` is judged again from the row's recorded throttle reasons, so a journal written
+before the power cap stopped counting as a condition (records.CONDITION_THROTTLES) reads as
+a new one would.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from orchestrator.report.ceilings import (
 )
 from orchestrator.report.markdown import present
 from orchestrator.results.columns import from_param_columns, param_column, param_columns
-from orchestrator.results.records import JUDGED_FLAGS, Flag
+from orchestrator.results.records import JUDGED_FLAGS, Flag, condition_throttles
 from orchestrator.worker.context import model_flops_per_item
 from orchestrator.workload_scope import Workloads, reported
 
@@ -87,6 +90,7 @@ def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame
     if not ok.any():
         return df
     _flop_figures(df, ok)
+    _throttled_again(df)
     df = with_ceilings(df, devices_column(df), probes)
     contradicted = df["flops_note"].fillna("").astype(str).str.startswith("implausible:")
     below = (pd.to_numeric(df["ceiling_of_peak"], errors="coerce") < BELOW_DATASHEET) & (
@@ -110,6 +114,22 @@ def judged(df: pd.DataFrame, probes: pd.DataFrame | None = None) -> pd.DataFrame
         df.loc[suspects, "flags"] = [flags for flags, _ in walked]
         df.loc[suspects, "judgement"] = [judgement for _, judgement in walked]
     return df
+
+
+def _throttled_again(df: pd.DataFrame) -> None:
+    """Drop a stored `throttled` from the rows whose recorded throttle reasons hold none of
+    the machine's conditions (the power cap alone), in place; rows without recorded reasons
+    (a journal written by hand) keep what they say."""
+    if "throttle_reasons" not in df or "flags" not in df:
+        return
+    flags = df["flags"].fillna("").astype(str)
+    stored = flags.str.contains(rf"(?:^|,){Flag.THROTTLED.value}(?:,|$)")
+    reasons = df["throttle_reasons"]
+    drop = stored & reasons.notna() & ~reasons.map(
+        lambda text: bool(condition_throttles(text if isinstance(text, str) else None)))
+    if drop.any():
+        df.loc[drop, "flags"] = flags[drop].map(
+            lambda text: ",".join(f for f in text.split(",") if f != Flag.THROTTLED.value))
 
 
 def _row_verdict(row: dict[str, Any], hosts: dict[str, float | None]) -> tuple[str, str]:

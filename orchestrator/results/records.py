@@ -148,7 +148,7 @@ class Flag(StrEnum):
 
     IMPLAUSIBLE = "implausible"  # a figure beyond physics (reason in the cell's error field)
     NOISY = "noisy"  # the configuration's spread is over the threshold
-    THROTTLED = "throttled"  # NVML reported throttling while timing
+    THROTTLED = "throttled"  # NVML reported heat or a hardware slowdown while timing
     WARMUP_DOMINATED = "warmup_dominated"  # warm-up took longer than the timed steps
     OVERSUBSCRIBED = "oversubscribed"  # more CPU workers than the cores the cell had
     LEFT_PROCESSES = "left_processes"  # processes it started outlived it (ended by then)
@@ -156,7 +156,20 @@ class Flag(StrEnum):
     CONTENDED = "contended"  # its threads waited for CPUs that other processes held
     # judged from the node's measured ceiling (report/ceilings.py), never stored by a cell:
     ABOVE_CEILING = "above_ceiling"  # faster than its node's measured ceiling
-    BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 70% of the datasheet
+    BELOW_DATASHEET = "below_datasheet"  # its node's ceiling under 60% of the datasheet
+
+
+# The NVML throttle reasons that are the machine's conditions while timing (the `throttled`
+# flag): heat and hardware slowdowns. The board's power cap is not one: a datacenter GPU
+# under a heavy load runs at its cap by design (an H200's compiled GPT-2 at 684 of 700 W),
+# so a throughput measured there is the card's own, and setting it aside made the answer
+# pick the eager GPT-2 at half the compiled one's speed (bench/results/gpu/2026-11-29-h200).
+CONDITION_THROTTLES = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+
+
+def condition_throttles(reasons: str | None) -> list[str]:
+    """The machine's conditions among comma-separated NVML throttle reasons."""
+    return [r for r in (reasons or "").split(",") if r in CONDITION_THROTTLES]
 
 
 # The flags the judge decides from a row's figures (report/judge.py): a stored one is judged
