@@ -10,6 +10,7 @@ check's CPU run (tests/test_gpu_check.py).
   tags its own WHEEL file names: the package index's wheels already on this machine, so
   bench/gpu/wheels.sh can resolve from a folder (PIP_NO_INDEX, PIP_FIND_LINKS) without a
   network.
+- `load_summary`: bench/gpu/summary.py as a module, to judge recorded runs.
 - `IMPORT_WATCH`: a sitecustomize that logs every attempt, by any process, to import ray,
   docker or tensorflow, with the file that asked.
 """
@@ -17,6 +18,7 @@ check's CPU run (tests/test_gpu_check.py).
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import importlib.util
 import re
 import subprocess
 import sys
@@ -24,6 +26,7 @@ import sysconfig
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 from packaging.requirements import Requirement
 
@@ -54,6 +57,16 @@ class _Watch:
 
 sys.meta_path.insert(0, _Watch())
 '''
+
+
+def load_summary() -> ModuleType:
+    """bench/gpu/summary.py, which is a script, as a module."""
+    spec = importlib.util.spec_from_file_location("gpu_summary", GPU_BENCH / "summary.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
 
 
 def normalised(name: str) -> str:

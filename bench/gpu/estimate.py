@@ -5,8 +5,8 @@ A device machine lends 600 s a command and 15 minutes in all, its start included
 check must end well inside one command. Each cell is estimated from its FLOPs, not from a
 guess per workload: its workload's FLOP model (workloads/*/flops.py) times the items its
 epochs train on, at a plain fraction of the H100's datasheet peak for its precision
-(`MFU`: what these small models reach, lower than a large model's), plus what every cell
-pays before its first step (`START_S`: the interpreter, torch and CUDA), the node's GEMM
+(`MFU`: what these small models reached on an H200), plus what every cell pays before its
+first step (`START_S`: the interpreter, torch and CUDA; `IMPORT_S` beyond), the node's GEMM
 ceiling the first cell at a precision measures (`CEILING_S`), and compilation
 (`COMPILE_S`: torch.compile of GPT-2, or XLA tracing the Keras LSTM on JAX).
 
@@ -28,12 +28,17 @@ from pathlib import Path
 from typing import Any
 
 GPU_MODEL = "NVIDIA H100 80GB HBM3"  # an H200's compute peak is the H100 SXM's
-START_S = 8.0  # a fresh worker: interpreter, torch import, CUDA context
-CEILING_S = 4.0  # the first cell at a precision measures the node's GEMM ceiling
-COMPILE_S = {"gpt_lm": 75.0, "keras_lstm:jax": 30.0, "keras_lstm:torch": 10.0}
+# Calibrated on the first GPU run (an H200, 2026-11-29, bench/results/gpu/): each cell's wall
+# time less its epochs is its start; epoch 1's warm-up less epoch 2's is its compilation
+START_S = 10.0  # a fresh worker: interpreter, torch import, CUDA context (9 to 11 s)
+IMPORT_S = {"transformer_ft": 7.0, "keras_lstm": 8.0}  # transformers; Keras and its backend
+CEILING_S = 3.5  # the first cell at a precision measures the node's GEMM ceiling (3.0-4.6 s)
+COMPILE_S = {"gpt_lm": 44.0, "keras_lstm:jax": 10.0, "keras_lstm:torch": 1.5}
 EVAL_SHARE = 1 / 3  # an evaluated item costs its forward pass alone
-MFU = {"gpt_lm": 0.35, "transformer_ft": 0.25, "lstm_lm": 0.3, "nmt_dp": 0.1,
-       "rnn_micro": 0.01, "keras_lstm": 0.02}  # small RNNs are launch-bound
+# the fraction of the datasheet each reached there; small RNNs and the eager encoder are
+# launch-bound (transformer_ft at 4.4%, its GPU at 224 W of 700)
+MFU = {"gpt_lm": 0.3, "transformer_ft": 0.045, "lstm_lm": 0.3, "nmt_dp": 0.5,
+       "rnn_micro": 0.003, "keras_lstm:jax": 0.001, "keras_lstm:torch": 0.0001}
 REPORT_S = 45.0  # wheels, the timing probe, the report and the summary around the sweep
 # each phase is its own `matrix run`: its imports, plan, and the results and report it
 # writes at its end (3.6 to 6.5 s a phase beside the cells' wall times on 2 CPU cores)
@@ -92,12 +97,14 @@ def estimate(cell: Any, ceilings_seen: set[str]) -> Estimate:
     flops = importlib.import_module(f"workloads.{cell.workload}.flops").flops_per_item(p)
     trained, evaluated = items_per_epoch(cell.workload, p)
     peak = datasheet_peak(GPU_MODEL, precision, 1)
-    rate = (peak.flops if peak else 60e12) * MFU[cell.workload]
+    rate = (peak.flops if peak else 60e12) * MFU.get(f"{cell.workload}:{p.get('backend')}",
+                                                     MFU.get(cell.workload, 0.001))
     compute = cell.epochs * flops * (trained + EVAL_SHARE * evaluated) / rate
     compiled = (COMPILE_S["gpt_lm"] if cell.workload == "gpt_lm" and p.get("compile") else
                 COMPILE_S.get(f"keras_lstm:{p.get('backend')}", 0.0)
                 if cell.workload == "keras_lstm" else 0.0)
-    start = START_S + (CEILING_S if precision not in ceilings_seen else 0.0)
+    start = (START_S + IMPORT_S.get(cell.workload, 0.0)
+             + (CEILING_S if precision not in ceilings_seen else 0.0))
     ceilings_seen.add(precision)
     shown = " ".join(f"{k}={p[k]}" for k in ("precision", "compile", "backend", "rnn_impl")
                      if k in p)

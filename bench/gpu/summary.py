@@ -32,8 +32,10 @@ if TYPE_CHECKING:
 BUDGET_S = {"gpu": 300, "cpu": 180}  # the whole check, start-up and report included
 TIMING_TOLERANCE = 0.05  # the harness's clock against CUDA events
 ENERGY_TOLERANCE = 0.10  # the energy counter against mean power x timed seconds
-POWER_TOLERANCE = 0.05  # a 10 Hz mean may catch a transient just above the limit
-MIN_ENERGY_WINDOW_S = 1.0  # shorter timed windows hold too few 10 Hz samples to compare
+POWER_TOLERANCE = 0.05  # the power cap is enforced on an average: transients pass it
+# shorter timed windows hold too few 10 Hz samples to compare, and the power cap lets a
+# burst from idle through for a moment (an H200: 745 W of 700 over a first 0.92 s)
+MIN_ENERGY_WINDOW_S = 1.0
 # What is not a cut from the seed, but the axis or setting the check chose on purpose.
 CHOSEN = {"precision", "backend", "rnn_impl", "compile", "dataset", "preset", "context",
           "workers", "devices"}
@@ -230,11 +232,11 @@ def nvml_claim(df: pd.DataFrame, mode: str) -> Claim:
     if not len(rows) or power.isna().any() or clock.isna().any():
         problems.append(f"power or clock missing on {int((power.isna() | clock.isna()).sum())}"
                         f" of {len(rows)} ok rows")
-    over = power > limit * count * (1 + POWER_TOLERANCE)
+    judged = train_s >= MIN_ENERGY_WINDOW_S
+    over = (power > limit * count * (1 + POWER_TOLERANCE)) & judged
     if over.any() or limit.isna().all():
         problems.append(f"mean power above the limit on {int(over.sum())} rows"
                         if over.any() else "no power limit recorded")
-    judged = train_s >= MIN_ENERGY_WINDOW_S
     deviation = ((energy - power * train_s).abs() / (power * train_s))[judged]
     if deviation.isna().any() or (deviation > ENERGY_TOLERANCE).any():
         problems.append(f"energy off mean power x timed seconds by up to "
