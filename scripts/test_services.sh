@@ -2,8 +2,9 @@
 # Install the services the tests start for themselves, from the distribution (Debian/Ubuntu):
 #   bash scripts/test_services.sh
 # - Slurm (slurmctld, slurmd, slurmdbd, its client commands), munge and MariaDB:
-#   tests/slurm_cluster.py runs a one-node cluster with accounting in a temporary
-#   directory for the Slurm tests.
+#   tests/slurm_cluster.py runs a cluster with accounting in a temporary directory for
+#   the Slurm tests: this machine as a node, and a second slurmd (`-N second`, at
+#   127.0.0.2) as a second node, for the cells across two nodes.
 # - PostgreSQL's server: tests/postgres_server.py runs one from initdb and pg_ctl in a
 #   temporary directory for the results store's tests.
 # - Chromium and its chromedriver: tests/browser.py drives a headless Chromium through

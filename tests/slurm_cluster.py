@@ -7,7 +7,9 @@ MariaDB of its own (no grant tables, loopback only), so `sacct` answers; a matri
 
 Two partitions share the node: `debug` (the default) and `gpu`, which offers no GPU (for
 the test that asks one of it). A third, `remote`, holds a node that is not this machine
-and never comes up (for the test of a run directory its nodes cannot read).
+and never comes up (for the test of a run directory its nodes cannot read). A fourth,
+`pair`, holds the node and a second one, `second`: a second slurmd on this machine, at
+127.0.0.2 on its own port (Debian's slurmd takes `-N NAME`), for cells across two nodes.
 `python -m tests.slurm_cluster DIR` brings one up by hand and prints the SLURM_CONF to
 export.
 """
@@ -24,10 +26,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel",
-                  "sinfo", "sacct", "slurmdbd", "mariadbd", "mariadb-install-db")
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol",
+                  "scancel", "sinfo", "sacct", "slurmdbd", "mariadbd", "mariadb-install-db")
 NODE_CPUS = 4  # more than this machine's 2 cores (config_overrides): four sleep cells at once
 NODE_MEMORY_MB = 8192
+SECOND_NODE = "second"  # the pair partition's other node, at SECOND_ADDRESS
+SECOND_ADDRESS = "127.0.0.2"
 
 
 def slurm_missing() -> str | None:
@@ -101,6 +105,8 @@ def start_cluster(root: Path, accounting: bool = True) -> SlurmCluster:
     root.mkdir(parents=True, exist_ok=True)
     for folder in ("state", "spool", "log", "munge"):
         (root / folder).mkdir(exist_ok=True)
+    for name in (socket.gethostname(), SECOND_NODE):
+        (root / "spool" / name).mkdir(exist_ok=True)
     (root / "munge").chmod(0o700)
     key = root / "munge" / "munge.key"
     key.write_bytes(os.urandom(1024))
@@ -121,11 +127,14 @@ def start_cluster(root: Path, accounting: bool = True) -> SlurmCluster:
     time.sleep(1.0)
     processes.append(_daemon([_binary("slurmd"), "-D", "-f", str(conf)], env,
                              root / "log" / "slurmd.out"))
+    processes.append(_daemon([_binary("slurmd"), "-D", "-N", SECOND_NODE, "-f", str(conf)],
+                             env, root / "log" / f"slurmd-{SECOND_NODE}.out"))
     cluster = SlurmCluster(root, node, processes)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            if "State=IDLE" in cluster.scontrol("show", "node", node):
+            if all("State=IDLE" in cluster.scontrol("show", "node", name)
+                   for name in (node, SECOND_NODE)):
                 return cluster
         except subprocess.SubprocessError:
             pass
@@ -134,7 +143,8 @@ def start_cluster(root: Path, accounting: bool = True) -> SlurmCluster:
         time.sleep(0.5)
     cluster.stop()
     logs = "".join((root / "log" / name).read_text(errors="replace")[-2000:]
-                   for name in ("slurmctld.log", "slurmd.log") if (root / "log" / name).exists())
+                   for name in ("slurmctld.log", f"slurmd-{node}.log",
+                                f"slurmd-{SECOND_NODE}.log") if (root / "log" / name).exists())
     raise RuntimeError(f"the test Slurm did not come up:\n{logs}")
 
 
@@ -187,6 +197,8 @@ def _daemon(command: list[str], env: dict[str, str], out: Path) -> subprocess.Po
 
 
 def _config(root: Path, node: str, munge_socket: Path, dbd_port: int | None) -> str:
+    second = (f"NodeName={SECOND_NODE} NodeHostname={node} NodeAddr={SECOND_ADDRESS} "
+              f"Port={_free_port()} CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} State=UNKNOWN")
     storage = (f"AccountingStorageType=accounting_storage/slurmdbd\n"
                f"AccountingStorageHost=localhost\nAccountingStoragePort={dbd_port}\n"
                f"AccountingStoragePass={munge_socket}"  # the munge of slurmdbd's link
@@ -202,11 +214,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={munge_socket}
 StateSaveLocation={root / 'state'}
-SlurmdSpoolDir={root / 'spool'}
+SlurmdSpoolDir={root / 'spool' / '%n'}
 SlurmctldPidFile={root / 'slurmctld.pid'}
-SlurmdPidFile={root / 'slurmd.pid'}
+SlurmdPidFile={root / 'slurmd-%n.pid'}
 SlurmctldLogFile={root / 'log' / 'slurmctld.log'}
-SlurmdLogFile={root / 'log' / 'slurmd.log'}
+SlurmdLogFile={root / 'log' / 'slurmd-%n.log'}
 SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -226,8 +238,10 @@ InactiveLimit=0
 ReturnToService=2
 MpiDefault=none
 SwitchType=switch/none
-NodeName={node} CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} State=UNKNOWN
+NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory={NODE_MEMORY_MB} State=UNKNOWN
+{second}
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+PartitionName=pair Nodes={node},{SECOND_NODE} MaxTime=INFINITE State=UP
 PartitionName=gpu Nodes={node} MaxTime=INFINITE State=UP
 NodeName=faraway NodeHostname=faraway.invalid NodeAddr=127.0.0.9 CPUs=1 RealMemory=512 State=DOWN
 PartitionName=remote Nodes=faraway MaxTime=INFINITE State=UP

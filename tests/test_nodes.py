@@ -10,6 +10,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,7 +79,7 @@ def test_a_rank_killed_on_one_node_fails_the_cell_and_leaves_nothing_on_either(
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         sweep = pool.submit(run_cli, "run", str(path), "--ray-address", ray_cluster.address,
                             "--db", "none", cwd=tmp_path)
-        victim, cell_id = _node1_worker_once_training(run_dir, sweep)
+        victim, cell_id = node1_worker_once_training(run_dir, sweep.done)
         os.kill(victim, signal.SIGKILL)
         done = sweep.result(timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -93,14 +94,13 @@ def test_a_rank_killed_on_one_node_fails_the_cell_and_leaves_nothing_on_either(
     assert still == [], f"processes of the cell left running: {still}"
 
 
-def _node1_worker_once_training(run_dir: Path, sweep: concurrent.futures.Future) -> tuple[
-        int, str]:
+def node1_worker_once_training(run_dir: Path, ended: Callable[[], bool]) -> tuple[int, str]:
     """Node 1's worker process, once its log says it trains (the probe done), and the id
-    of its cell."""
+    of its cell; `ended`: whether the sweep has ended (then it never will)."""
     import psutil
 
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not sweep.done():
+    while time.monotonic() < deadline and not ended():
         for log in (run_dir / "logs").glob("*.node1.log") if (run_dir / "logs").exists() \
                 else []:
             if "all-reduce bus bandwidth" not in log.read_text():
@@ -112,8 +112,8 @@ def _node1_worker_once_training(run_dir: Path, sweep: concurrent.futures.Future)
                         f"{cell_id}.node1.json" in part for part in cmdline):
                     return process.pid, cell_id
         time.sleep(0.2)
-    raise AssertionError(f"node 1's worker never trained: {sweep.result().stderr[-2000:]}"
-                         if sweep.done() else "node 1's worker never trained")
+    raise AssertionError("node 1's worker never trained"
+                         + (": the sweep ended first" if ended() else ""))
 
 
 NMT_DP = """
@@ -224,19 +224,31 @@ def test_a_workload_that_runs_on_one_node_is_incompatible_with_several(tmp_path)
     assert incompatibility(cell) == "sleep runs on one node; pair has nodes: 2"
 
 
-@pytest.mark.parametrize("kind", ["slurm", "ec2"])
-def test_launching_providers_refuse_nodes_above_one_for_now(tmp_path, kind):
-    entry = ("{name: big, kind: slurm, partition: debug, nodes: 2}" if kind == "slurm"
-             else "{name: big, kind: ec2, instance_type: c5.xlarge, nodes: 2}")
-    path = write(tmp_path / "m.yaml", f"""
+def test_ec2_refuses_nodes_above_one_for_now(tmp_path):
+    kind = "ec2"
+    path = write(tmp_path / "m.yaml", """
         name: launched
-        hardware: [{entry}]
-        stacks: [{{name: here, executor: process}}]
-        workloads: [{{name: gpt_lm, params: {{preset: tiny}}}}]
+        hardware: [{name: big, kind: ec2, instance_type: c5.xlarge, nodes: 2}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: gpt_lm, params: {preset: tiny}}]
         """)
     done = run_cli("validate", str(path), cwd=tmp_path)
     assert done.returncode == 2
     assert f"kind {kind} runs a cell on one node for now (nodes: 2)" in done.stderr
+
+
+def test_slurms_plan_counts_the_node_hours_of_every_node_a_task_holds(tmp_path):
+    path = write(tmp_path / "m.yaml", """
+        name: planned
+        hardware: [{name: pair, kind: slurm, partition: gpu, nodes: [1, 2],
+                    time_limit: "01:00:00", price_per_hour: 2}]
+        stacks: [{name: here, executor: process}]
+        workloads: [{name: gpt_lm, params: {preset: tiny}}]
+        """)
+    done = run_cli("plan", str(path), cwd=tmp_path, env={"COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    assert ("3.00 node-hours requested (2 tasks holding 3 nodes x 1:00:00), up to $6.00 at "
+            "$2/h") in " ".join(done.stdout.split())
 
 
 def test_nodes_enter_identity_only_above_one_and_price_every_node(tmp_path):

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.executors.node_outcome import node_failure, with_node_failure
 from orchestrator.executors.outcome import not_run_records
 from orchestrator.registry.cell_run import Cell
 from orchestrator.results.records import CellRecord, Record, Status, parse_record
@@ -50,11 +51,7 @@ class Gang:
 
     def failure(self) -> str | None:
         """Why another node failed the cell, in node order, or None."""
-        for rank, record in sorted(self.ended.items()):
-            if record.status is not Status.OK:
-                return (f"node {rank} of {len(self.refs)} ended {record.status.value}: "
-                        f"{record.error or 'no reason given'}")
-        return None
+        return node_failure(self.ended, len(self.refs))
 
 
 def bundle(cell: Cell, resource: str) -> dict[str, float]:
@@ -128,18 +125,9 @@ def settle_followers(ray: Any, gang: Gang) -> None:
 
 
 def with_followers(gang: Gang, records: list[Record]) -> list[Record]:
-    """Node 0's records as the cell's, failed where another node failed it: its error names
-    that node (and node 0's own failure first, where it failed too)."""
-    failure = gang.failure()
-    if failure is None or not records:
-        return records
-    cell_record = records[-1]
-    assert isinstance(cell_record, CellRecord)
-    if cell_record.status is Status.OK:
-        update = {"status": Status.FAILED, "error": failure}
-    else:
-        update = {"error": f"{cell_record.error}; {failure}"}
-    return [*records[:-1], cell_record.model_copy(update=update)]
+    """Node 0's records as the cell's, failed where another node failed it
+    (node_outcome.py)."""
+    return with_node_failure(records, gang.failure())
 
 
 def cancelled_records(gang: Gang) -> list[Record]:

@@ -6,6 +6,7 @@ knows about cells; group.py and provider.py decide what the answers mean.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -50,18 +51,29 @@ class Partition:
     gpus: int  # the most GPUs one of its nodes offers (gres gpu), 0 if none
     cpus: int = 0  # the most CPUs one of its nodes offers, 0 if sinfo did not say
     mem_mb: int = 0  # the most memory (MB) one of its nodes offers, 0 if sinfo did not say
+    nodes: int = 1  # how many nodes it holds (a cell across nodes asks for that many at most)
 
 
 def partition(name: str) -> Partition | None:
     """The partition as sinfo sees it, or None if there is none of that name."""
-    lines = run("sinfo", "-h", "-N", "-p", name, "-o", "%n|%G|%c|%m").splitlines()
-    rows = [line.split("|") for line in lines if line.count("|") == 3]
+    lines = run("sinfo", "-h", "-N", "-p", name, "-o", "%N|%n|%G|%c|%m").splitlines()
+    rows = [line.split("|") for line in lines if line.count("|") == 4]
     if not rows:
         return None
-    return Partition(name=name, hosts=tuple(sorted({row[0] for row in rows})),
-                     gpus=max(_gres_gpus(row[1]) for row in rows),
-                     cpus=max(_count(row[2]) for row in rows),
-                     mem_mb=max(_count(row[3]) for row in rows))
+    return Partition(name=name, hosts=tuple(sorted({row[1] for row in rows})),
+                     gpus=max(_gres_gpus(row[2]) for row in rows),
+                     cpus=max(_count(row[3]) for row in rows),
+                     mem_mb=max(_count(row[4]) for row in rows),
+                     nodes=len({row[0] for row in rows}))
+
+
+def node_address(name: str) -> str:
+    """The address Slurm reaches node `name` at (its NodeAddr): where the other nodes of a
+    job reach it too."""
+    found = re.search(r"\bNodeAddr=(\S+)", run("scontrol", "show", "node", "-o", name))
+    if found is None:
+        raise SlurmError(f"scontrol show node {name} gave no NodeAddr")
+    return found.group(1)
 
 
 def _count(text: str) -> int:

@@ -106,9 +106,10 @@ class SlurmGroup:
             self.settings.outcomes == "auto" and commands.accounting_on())
         self.script = task_script(self.run_dir, self.settings.python)
         rest = self._take_over()
-        by_hardware: dict[str, list[Cell]] = {}
+        # one array per hardware entry and node count: sbatch's --nodes is the array's
+        by_hardware: dict[tuple[str, int], list[Cell]] = {}
         for cell in rest:
-            by_hardware.setdefault(cell.hardware.name, []).append(cell)
+            by_hardware.setdefault((cell.hardware.name, cell.hardware.nodes), []).append(cell)
         try:
             for cells in by_hardware.values():
                 self._submit(cells)

@@ -85,6 +85,11 @@ class Submission(BaseModel):
     def records_file(self, index: int) -> Path:
         return self.folder / "records" / f"{index}.jsonl"
 
+    def node_records_file(self, index: int, rank: int) -> Path:
+        """Where node `rank`'s step of a cell across nodes leaves its records
+        (node_steps.py): beside the records the driver reads, never among them."""
+        return self.folder / "nodes" / f"{index}.node{rank}.jsonl"
+
     def task_log(self, index: int) -> Path:
         return self.folder / f"task-{index}.log"
 
@@ -160,7 +165,10 @@ def sbatch_options(hardware: Hardware, submission: Submission, run_dir: Path,
                f"--partition={asks.partition}",
                f"--output={submission.folder / 'task-%a.log'}",
                f"--chdir={run_dir.resolve()}",
-               "--ntasks=1", "--nodes=1",
+               # a cell across nodes: one task a node, its steps started by the array
+               # task (node_steps.py)
+               f"--nodes={hardware.nodes}", f"--ntasks={hardware.nodes}",
+               "--ntasks-per-node=1",
                # a lost node ends the task NODE_FAIL, and the sweep runs it once more
                # itself (group.py); Slurm's own requeue would rerun it without a limit
                "--no-requeue",

@@ -40,11 +40,6 @@ class SlurmProvider(BaseProvider):
         asks = slurm_settings(hardware)
         if not asks.partition:
             return "kind slurm needs a partition (e.g. partition: gpu)"
-        if hardware.most_nodes > 1:
-            return (f"kind slurm runs a cell on one node for now (nodes: "
-                    f"{hardware.most_nodes}): "
-                    "a cell across nodes runs on a Ray cluster, kind local with "
-                    "--ray-address")
         if asks.time_limit is not None:
             limit = time_limit_s(asks.time_limit)
             if asks.time_limit.strip().upper() in ("UNLIMITED", "INFINITE") or limit == 0:
@@ -62,11 +57,13 @@ class SlurmProvider(BaseProvider):
         return None
 
     def plan_lines(self, spec: MatrixSpec, cells: list[Cell]) -> list[str]:
-        """Per entry: its partition, the hours its tasks ask Slurm for (tasks x time limit)
-        and what that costs where the entry has a price."""
+        """Per entry: its partition, the hours its tasks ask Slurm for (tasks x nodes x time
+        limit) and what that costs where the entry has a price."""
         lines = []
         for hardware in {c.hardware.name: c.hardware for c in cells}.values():
             tasks = sum(c.hardware.name == hardware.name for c in cells)
+            # a task of a cell across nodes holds all its nodes for as long
+            node_tasks = sum(c.hardware.nodes for c in cells if c.hardware.name == hardware.name)
             settings = slurm_settings(hardware)
             limit = time_limit_s(settings.time_limit) if settings.time_limit else None
             asks = ", ".join(filter(None, [
@@ -79,9 +76,11 @@ class SlurmProvider(BaseProvider):
             if limit is None:
                 line += "each up to the partition's time limit"
             else:
-                hours = tasks * limit / 3600
+                hours = node_tasks * limit / 3600
                 span = f"{limit // 3600}:{limit % 3600 // 60:02d}:{limit % 60:02d}"
-                line += f"{hours:.2f} node-hours requested ({tasks} x {span})"
+                held = (f"{tasks} tasks holding {node_tasks} nodes" if node_tasks != tasks
+                        else str(tasks))
+                line += f"{hours:.2f} node-hours requested ({held} x {span})"
                 if hardware.price_per_hour is not None:
                     line += (f", up to ${hours * hardware.price_per_hour:.2f} at "
                              f"${hardware.price_per_hour:g}/h")
@@ -112,6 +111,11 @@ class SlurmProvider(BaseProvider):
                 raise commands.SlurmError(
                     f"hardware {hardware.name}: gpus: {hardware.gpus}, but partition "
                     f"{name} offers {offers} (sinfo)")
+            needed = max(c.hardware.nodes for c in cells if c.hardware.name == hardware.name)
+            if needed > partition.nodes:
+                raise commands.SlurmError(
+                    f"hardware {hardware.name}: nodes: {needed}, but partition {name} has "
+                    f"{partition.nodes} node(s) (sinfo)")
             _check_node_size(hardware, partition)
             if not _all_here(partition.hosts):
                 _check_shared(run_dir, partition)
