@@ -145,6 +145,26 @@ def test_a_bus_bandwidth_above_the_link_between_nodes_is_implausible(tmp_path):
         assert judged.loc[honest, "flags"] == "" and judged.loc[honest, "judgement"] == ""
 
 
+def test_the_network_workloads_own_bus_bandwidth_is_held_to_the_link_across_nodes(tmp_path):
+    store = new_store(tmp_path)
+
+    def network(cell_id: str, busbw: float, nodes: int) -> None:
+        journal_cell(store, cell_id, "network", cell_id, {"size_mib": 32.0}, busbw * 1e9,
+                     "byte", extra={"busbw_gbs": busbw},
+                     provenance={"nodes": nodes, "world_size": nodes, "net_link_gbps": 10.0})
+
+    network("faster", 5.0, nodes=2)  # 40 Gbit/s over a 10 Gbit/s link
+    network("within", 1.2, nodes=2)
+    network("one-node", 5.0, nodes=1)  # its ranks met over loopback: no link to hold it to
+    _, rows = report_of(store, tmp_path)
+    judged = rows.drop_duplicates("cell_id").set_index("cell_id")
+    assert "implausible: the epoch's all-reduce bus bandwidth 5 GB/s between nodes linked " \
+        "at 10 Gbit/s (1.25 GB/s; 4.0x)" in judged.loc["faster", "judgement"]
+    assert "implausible" in judged.loc["faster", "flags"]
+    for honest in ("within", "one-node"):
+        assert judged.loc[honest, "flags"] == "" and judged.loc[honest, "judgement"] == ""
+
+
 def test_an_unknown_gpu_shows_no_peak_and_is_not_flagged(tmp_path):
     store = new_store(tmp_path)
     journal_cell(store, "new", "lstm_lm", "mystery", SEED_000, 547_106, "word",

@@ -124,11 +124,20 @@ NMT_DP = """
 """
 
 
-@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp", "nmt_dp allreduce"])
+NETWORK = """
+  - name: network
+    params: {workers: 1, size_mib: 1, steps: 4, warmup_steps: 1}
+    epochs: 1
+    timeout_s: 300
+"""
+
+
+@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp", "nmt_dp allreduce", "network"])
 def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_mode):
     """The executor's side without Ray: two launches of one cell, nodes 0 and 1, meet at
     the rendezvous they are given and train as one group (gpt_lm with DDP, or FSDP2 sharded
-    across the nodes; nmt_dp's all-reduce); node 1 measures nothing and still ends ok."""
+    across the nodes; nmt_dp's all-reduce; the network workload's all-reduce alone); node 1
+    measures nothing and still ends ok."""
     from orchestrator.executors import NodePlace, execute
     from orchestrator.plan.cells import expand
     from orchestrator.registry.cell_run import ToolInfo
@@ -137,6 +146,8 @@ def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_
     text = PAIR.format(name="launch", nodes=2, steps=2, epochs=1)
     if dp_mode.startswith("nmt_dp"):
         text = text.split("  - name: gpt_lm")[0] + NMT_DP
+    elif dp_mode == "network":
+        text = text.split("  - name: gpt_lm")[0] + NETWORK
     else:
         text = text.replace("workers: 1,", f"workers: 1, dp_mode: {dp_mode},")
     spec = load_spec(write(tmp_path / "m.yaml", text))
@@ -163,6 +174,12 @@ def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_
     assert provenance.rendezvous_s > 0
     assert not any(r.record == "measurement" for r in ended[1])
     assert (tmp_path / "run" / "cells" / f"{cell.cell_id}.node1.json").exists()
+    if dp_mode == "network":  # its epochs are timed all-reduces: bytes/s, and busbw beside
+        (epoch,) = [r for r in ended[0] if r.record == "measurement"]
+        assert epoch.item_unit == "byte" and epoch.items == 4 * 2**20  # 4 timed of 1 MiB
+        busbw = epoch.model_dump()["busbw_gbs"]
+        assert busbw == pytest.approx(epoch.items_per_s * 2 * (2 - 1) / 2 / 1e9)
+        assert provenance.net_busbw_gbs > 0
     assert left_behind(before) == set()
 
 

@@ -62,7 +62,8 @@ VERDICT_COLUMNS = ("flags", "error", param_column("precision"), "achieved_flops"
                    "parallel_efficiency_fraction", "speedup_ratio", "gpu_model",
                    "mem_alloc_peak_bytes", "instance_type", "host_rss_peak_bytes", "node",
                    "node_ceiling_flops", "node_ceiling_probe", "ceiling_fraction",
-                   "ceiling_of_peak", "net_busbw_gbs", "net_link_gbps")
+                   "ceiling_of_peak", "net_busbw_gbs", "net_link_gbps", "nodes",
+                   bounds.BUSBW_METRIC)
 # A recorded FLOP count further than this from the workload's own model contradicts it.
 FLOP_TOLERANCE = 0.01
 
