@@ -132,7 +132,16 @@ NETWORK = """
 """
 
 
-@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp", "nmt_dp allreduce", "network"])
+TRANSFORMER_FT = """
+  - name: transformer_ft
+    params: {preset: tiny, workers: 1, examples: 48}
+    epochs: 1
+    timeout_s: 300
+"""
+
+
+@pytest.mark.parametrize("dp_mode", ["ddp", "fsdp", "nmt_dp allreduce", "network",
+                                     "transformer_ft"])
 def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_mode):
     """The executor's side without Ray: two launches of one cell, nodes 0 and 1, meet at
     the rendezvous they are given and train as one group (gpt_lm with DDP, or FSDP2 sharded
@@ -146,8 +155,9 @@ def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_
     text = PAIR.format(name="launch", nodes=2, steps=2, epochs=1)
     if dp_mode.startswith("nmt_dp"):
         text = text.split("  - name: gpt_lm")[0] + NMT_DP
-    elif dp_mode == "network":
-        text = text.split("  - name: gpt_lm")[0] + NETWORK
+    elif dp_mode in ("network", "transformer_ft"):
+        text = text.split("  - name: gpt_lm")[0] + {"network": NETWORK,
+                                                     "transformer_ft": TRANSFORMER_FT}[dp_mode]
     else:
         text = text.replace("workers: 1,", f"workers: 1, dp_mode: {dp_mode},")
     spec = load_spec(write(tmp_path / "m.yaml", text))
@@ -180,6 +190,9 @@ def test_two_workers_of_one_cell_join_one_group_through_the_launch(tmp_path, dp_
         busbw = epoch.model_dump()["busbw_gbs"]
         assert busbw == pytest.approx(epoch.items_per_s * 2 * (2 - 1) / 2 / 1e9)
         assert provenance.net_busbw_gbs > 0
+    if dp_mode == "transformer_ft":  # both ranks' examples counted: 48 each, 2 in warm-up
+        (epoch,) = [r for r in ended[0] if r.record == "measurement"]
+        assert epoch.items == 2 * (48 - 2 * 8) and provenance.devices_used == 2
     assert left_behind(before) == set()
 
 

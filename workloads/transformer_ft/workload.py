@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import transformers
 from torch import nn
 
@@ -30,6 +31,15 @@ from workloads.torch_common import (
     ran_on,
     set_precision,
     use_torch,
+)
+from workloads.torch_ranks import (
+    Ranks,
+    cell_ranks,
+    first_rank_device,
+    join_group,
+    leave_group,
+    other_rank_device,
+    rank_group,
 )
 
 CUES_PER_LABEL = 4  # the first token is one of labels * CUES_PER_LABEL ids; label = id % labels
@@ -44,9 +54,10 @@ class Data:
     real_tokens: list[int]
 
 
-def make_data(p: dict[str, Any], device: torch.device) -> Data:
-    """Seeded padded examples, cut into batches of batch_size (the last may be partial)."""
-    generator = torch.Generator().manual_seed(p["seed"])
+def make_data(p: dict[str, Any], device: torch.device, rank: int = 0) -> Data:
+    """Seeded padded examples (each rank its own), cut into batches of batch_size (the last
+    may be partial)."""
+    generator = torch.Generator().manual_seed(p["seed"] + 1_000_003 * rank)
     count, seq_len, vocab = p["examples"], p["seq_len"], p["vocab"]
     labels, mean, batch = p["labels"], p["mean_tokens"], p["batch_size"]
     low = min(math.ceil(mean / 2), seq_len)  # uniform in [low, 2 * mean - low]: mean `mean`
@@ -101,13 +112,16 @@ def _check_shape(config: Any, p: dict[str, Any]) -> None:
 class Trainer:
     """Model, AdamW and grad scaler; `step` is one training iteration on one batch."""
 
-    def __init__(self, p: dict[str, Any], device: torch.device) -> None:
+    def __init__(self, p: dict[str, Any], device: torch.device, ranks: int = 1) -> None:
         self.precision, self.device = p["precision"], device
         set_precision(self.precision, device)
-        torch.manual_seed(p["seed"])
+        torch.manual_seed(p["seed"])  # every rank starts from the same weights
         self.model = build_model(p, device)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=p["lr"],
                                            weight_decay=0.0)
+        if ranks > 1:  # gradients all-reduced across the group as they are computed
+            self.model = nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[device.index] if device.type == "cuda" else None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
         self.clip = p["clip"]
 
@@ -136,30 +150,100 @@ def train_losses(p: dict[str, Any], steps: int, device: str = "cpu") -> list[flo
 def run(ctx: Context) -> None:
     """Fine-tune for ctx.epochs epochs; one measurement record per epoch."""
     p = ctx.params
-    if ctx.gpus > 1:  # single device; data parallel is another configuration, not yet here
-        raise Unsupported(f"transformer_ft trains on one device; this hardware has gpus={ctx.gpus}")
+    if p["workers"] * ctx.node.nodes == 1 and ctx.gpus > 1:
+        raise Unsupported(f"transformer_ft trains on one device; this hardware has gpus="
+                          f"{ctx.gpus} (workers: 0 trains on each of them)")
+    if (p["workers"] or max(ctx.gpus, 1)) * ctx.node.nodes > 1:
+        _run_ranks(ctx)
+        return
     device = use_torch(ctx)
-    warmup, seq_len = p["warmup_steps"], p["seq_len"]
     trainer = Trainer(p, device)
-    ran_on(ctx, trainer.model)
-    ctx.precision_switches.update(precision_switches(trainer.precision, device))
-    data = make_data(p, device)
-    if len(data.batches) < warmup + 1:
-        raise ValueError(f"{p['examples']} examples give {len(data.batches)} steps of batch_size "
-                         f"{p['batch_size']}, not more than warmup_steps={warmup}: use more "
-                         "examples or smaller batches")
-
+    data = _prepared(ctx, trainer, make_data(p, device), device)
     for epoch in ctx.epoch_range():
-        trainer.model.train()
-        meter = ctx.start_epoch(warmup)
-        for batch in data.batches:
-            with meter.step(items=batch[0].size(0)):
-                trainer.step(batch)
-        summary = meter.summary()
-        train_s, timed = float(summary["train_s"]), int(summary["steps"])
-        real = sum(data.real_tokens[warmup:])
-        ctx.end_epoch(epoch, meter,
-                      train_iters_per_s=timed / train_s,
-                      train_samples_per_s=float(summary["items_per_s"]),
-                      train_tokens_per_s=float(summary["items"]) * seq_len / train_s,
-                      train_real_tokens_per_s=real / train_s)
+        _timed_epoch(ctx, epoch, trainer, data, ranks=1)
+
+
+def _prepared(ctx: Context, trainer: Trainer, data: Data, device: torch.device) -> Data:
+    """The epoch's data, checked, with where the model runs and its precision recorded."""
+    p = ctx.params
+    ran_on(ctx, getattr(trainer.model, "module", trainer.model))
+    ctx.precision_switches.update(precision_switches(trainer.precision, device))
+    if len(data.batches) < p["warmup_steps"] + 1:
+        raise ValueError(f"{p['examples']} examples give {len(data.batches)} steps of batch_size "
+                         f"{p['batch_size']}, not more than warmup_steps={p['warmup_steps']}: "
+                         "use more examples or smaller batches")
+    return data
+
+
+def _timed_epoch(ctx: Context, epoch: int, trainer: Trainer, data: Data, ranks: int) -> None:
+    """One timed epoch of every rank's batches: items and tokens count all `ranks`' (each
+    rank trains as many examples; their real tokens are summed across the group)."""
+    p = ctx.params
+    warmup, seq_len = p["warmup_steps"], p["seq_len"]
+    trainer.model.train()
+    if ranks > 1:
+        dist.barrier()  # every rank starts the epoch together
+    meter = ctx.start_epoch(warmup)
+    last = len(data.batches) - 1
+    for index, batch in enumerate(data.batches):
+        with meter.step(items=batch[0].size(0) * ranks):
+            trainer.step(batch)
+            if ranks > 1 and index == last:
+                dist.barrier()  # the epoch ends with the slowest rank's step
+    summary = meter.summary()
+    train_s, timed = float(summary["train_s"]), int(summary["steps"])
+    real = _group_sum(sum(data.real_tokens[warmup:]), ranks, trainer.device)
+    ctx.end_epoch(epoch, meter,
+                  train_iters_per_s=timed / train_s,
+                  train_samples_per_s=float(summary["items_per_s"]),
+                  train_tokens_per_s=float(summary["items"]) * seq_len / train_s,
+                  train_real_tokens_per_s=real / train_s)
+
+
+def _group_sum(count: int, ranks: int, device: torch.device) -> float:
+    if ranks == 1:
+        return float(count)
+    total = torch.tensor([float(count)], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return float(total.item())
+
+
+def _run_ranks(ctx: Context) -> None:
+    """Data parallel over the cell's ranks (torch_ranks.py), on one node or across its
+    nodes: node 0's first rank times, every other rank runs the same steps untimed."""
+    p = ctx.params
+    ranks = cell_ranks(ctx)
+    device = first_rank_device(ctx, ranks)
+    with rank_group(ctx, ranks, _other_rank, p, ctx.epochs) as ranks:
+        trainer = Trainer(p, device, ranks.world)
+        data = _prepared(ctx, trainer, make_data(p, device, ranks.first), device)
+        for epoch in ctx.epoch_range():
+            if ranks.node.times:
+                _timed_epoch(ctx, epoch, trainer, data, ranks.world)
+            else:  # another node's first rank: the same steps, untimed
+                _untimed_epoch(trainer, data, p["warmup_steps"])
+        del trainer  # the DDP model is dropped before the group is left
+
+
+def _other_rank(rank: int, ranks: Ranks, p: dict[str, Any], epochs: int) -> None:
+    """A node's other ranks: the first rank's steps and collectives, untimed."""
+    device = other_rank_device(rank, ranks)
+    join_group(rank, ranks)
+    try:
+        trainer = Trainer(p, device, ranks.world)
+        data = make_data(p, device, rank)
+        for _ in range(epochs):
+            _untimed_epoch(trainer, data, p["warmup_steps"])
+        del trainer
+    finally:
+        leave_group()
+
+
+def _untimed_epoch(trainer: Trainer, data: Data, warmup: int) -> None:
+    """The timed epoch's steps and collectives, this rank's real tokens counted in."""
+    trainer.model.train()
+    dist.barrier()
+    for batch in data.batches:
+        trainer.step(batch)
+    dist.barrier()
+    _group_sum(sum(data.real_tokens[warmup:]), 2, trainer.device)
