@@ -5,6 +5,7 @@ nodes (both offer hw:pair); the others need no cluster."""
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import os
 import signal
 import socket
@@ -224,6 +225,20 @@ def test_without_a_cluster_a_cell_across_nodes_is_refused_in_one_line(tmp_path):
             lines[0]
         assert not (tmp_path / "reports" / "refused" / "results.jsonl").exists() or \
             cell_records(tmp_path / "reports" / "refused") == []
+
+
+@pytest.mark.ray
+def test_plan_with_a_ray_address_plans_for_the_nodes_that_cluster_offers(ray_cluster,
+                                                                         tmp_path):
+    path = write(tmp_path / "m.yaml", PAIR.format(name="planned", nodes=[1, 2, 3], steps=2,
+                                                  epochs=1))
+    done = run_cli("plan", str(path), "--ray-address", ray_cluster.address, "--format",
+                   "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    fates = {c["nodes"]: c["reason"] or c["action"] for c in json.loads(done.stdout)}
+    assert fates == {1: "run", 2: "run", 3: "needs 3 nodes offering hw:pair; the cluster has 2"}
+    alone = run_cli("plan", str(path), cwd=tmp_path)  # without a cluster: refused, one line
+    assert alone.returncode == 2 and len(alone.stderr.strip().splitlines()) == 1, alone.stderr
 
 
 def test_a_cluster_with_too_few_nodes_skips_the_cell_with_both_counts(tmp_path):

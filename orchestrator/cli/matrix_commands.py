@@ -30,12 +30,15 @@ NoRay = Annotated[bool, typer.Option(
     "cells still go to Slurm; EC2 cells, which run on a Ray cluster, are skipped).")]
 
 
+RayAddress = Annotated[str | None, typer.Option(
+    "--ray-address", envvar="RAY_ADDRESS",
+    help="Use this Ray cluster (default: start an embedded local Ray).")]
+
+
 def run(
     matrix_file: MatrixFile,
     output: Output = None,
-    ray_address: Annotated[str | None, typer.Option(
-        "--ray-address", envvar="RAY_ADDRESS",
-        help="Use this Ray cluster (default: start an embedded local Ray).")] = None,
+    ray_address: RayAddress = None,
     no_ray: NoRay = False,
     only: Only = None,
     rerun: Rerun = False,
@@ -94,6 +97,10 @@ class PlanForm(StrEnum):
 
 def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
          rerun: Rerun = False, retry: Retry = None, no_ray: NoRay = False,
+         ray_address: Annotated[str | None, typer.Option(
+             "--ray-address", envvar="RAY_ADDRESS",
+             help="Plan for this Ray cluster: the hardware its nodes offer, and how many "
+                  "(as matrix run --ray-address).")] = None,
          verbose: Annotated[bool, typer.Option(
              "--verbose", "-v", help="List every cell, to run and skipped.")] = False,
          form: Annotated[PlanForm, typer.Option(
@@ -105,7 +112,7 @@ def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
     from orchestrator.plan.retry import parse_retry
 
     show_plan(matrix_file, output, selectors(only), rerun, console(), verbose,
-              form.value, parse_retry(retry), launch=not no_ray)
+              form.value, parse_retry(retry), launch=not no_ray, ray_address=ray_address)
 
 
 def build(matrix_file: MatrixFile, output: Output = None) -> None:

@@ -37,13 +37,16 @@ EXCLUDED = "excluded by"  # how the planner words a cell an exclude rule removed
 
 def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], rerun: bool,
               console: Console, verbose: bool = False, form: PlanFormat = "text",
-              retry: frozenset[Status] = frozenset(), launch: bool = True) -> None:
+              retry: frozenset[Status] = frozenset(), launch: bool = True,
+              ray_address: str | None = None) -> None:
     """The plan: a summary that fits a terminal (what runs, grouped; what is skipped, by
     reason; images, time and cost), every cell with `verbose`, or every cell as JSON or CSV
-    on stdout for scripts. `launch`: False as `matrix run --no-ray` plans."""
+    on stdout for scripts. `launch`: False as `matrix run --no-ray` plans; `ray_address`:
+    the cluster `matrix run --ray-address` would use, asked which hardware it offers."""
     spec = load_spec(spec_path)
     store = RunDirectory(run_dir_for(spec, output))
-    plan = make_plan(spec, detect_local(), store.results(), only, None, rerun, launch,
+    cluster = cluster_offers(ray_address, spec) if ray_address and launch else None
+    plan = make_plan(spec, detect_local(), store.results(), only, cluster, rerun, launch,
                      retry=retry)
     if form != "text":
         write_cells(plan, form)
@@ -67,6 +70,24 @@ def show_plan(spec_path: Path, output: Path | None, only: tuple[Selector, ...], 
     _show_cost(spec, plan, console)
     if not verbose:
         console.print("every cell: matrix plan --verbose, or --format json|csv for scripts")
+
+
+def cluster_offers(address: str, spec: MatrixSpec) -> dict[str, int] | None:
+    """The hardware names the Ray cluster at `address` offers, with how many nodes offer
+    each: what `matrix run --ray-address` plans with (its RayDispatcher asked the same way;
+    Ray's banners go to a file that is then removed)."""
+    import tempfile
+
+    from orchestrator.run.dispatch import RayDispatcher
+    from orchestrator.run.sweep import tool_info
+
+    with tempfile.TemporaryDirectory(prefix="matrix-plan-") as scratch:
+        dispatcher = RayDispatcher(Path(scratch), tool_info(), spec.hardware, address,
+                                   ray_log=Path(scratch) / "ray.log")
+        try:
+            return dispatcher.cluster_hardware()
+        finally:
+            dispatcher.close()
 
 
 def validation_notes(spec: MatrixSpec) -> list[str]:
@@ -165,13 +186,15 @@ def _show_cells(plan: Plan, console: Console) -> None:
 
 def write_cells(plan: Plan, form: PlanFormat) -> None:
     """Every cell of the plan, one row each (to run, then skipped with its reason), as a
-    JSON array or CSV on stdout: ids, where, workload, repeat, epochs, estimate, params."""
+    JSON array or CSV on stdout: ids, where (hardware and its node count), workload,
+    repeat, epochs, estimate, params."""
     rows: list[dict[str, Any]] = []
     for cell, reason in [*((c, None) for c in plan.to_run),
                          *((s.cell, s.reason) for s in plan.skipped)]:
         rows.append({"cell_id": cell.cell_id, "config_id": cell.config_id,
                      "action": "run" if reason is None else "skip", "reason": reason,
-                     "hardware": cell.hardware.name, "stack": cell.stack.name,
+                     "hardware": cell.hardware.name, "nodes": cell.hardware.nodes,
+                     "stack": cell.stack.name,
                      "workload": cell.workload, "repeat": cell.repeat, "epochs": cell.epochs,
                      "estimate_s": plan.estimate_s.get(cell.cell_id),
                      **as_param_columns(cell.params)})
