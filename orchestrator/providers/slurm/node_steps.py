@@ -40,8 +40,8 @@ def run_across_nodes(cell: Cell, submission: Submission, index: int, script: Pat
     """The array task's part: the rendezvous, one step per node, and the cell's records."""
     nodes = cell.hardware.nodes
     address = commands.node_address(os.environ.get("SLURMD_NODENAME") or socket.gethostname())
-    with socket.socket() as probe:
-        probe.bind((address, 0))
+    with socket.socket() as probe:  # free on every interface: NodeAddr may be a name
+        probe.bind(("", 0))
         port = int(probe.getsockname()[1])
     for rank in range(nodes):
         submission.node_records_file(index, rank).unlink(missing_ok=True)
