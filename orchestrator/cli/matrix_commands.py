@@ -32,7 +32,8 @@ NoRay = Annotated[bool, typer.Option(
 
 RayAddress = Annotated[str | None, typer.Option(
     "--ray-address", envvar="RAY_ADDRESS",
-    help="Use this Ray cluster (default: start an embedded local Ray).")]
+    help="Use this Ray cluster: run on (and plan for) the hardware its nodes offer "
+         "(default: an embedded local Ray, this machine).")]
 
 
 def run(
@@ -97,10 +98,7 @@ class PlanForm(StrEnum):
 
 def plan(matrix_file: MatrixFile, output: Output = None, only: Only = None,
          rerun: Rerun = False, retry: Retry = None, no_ray: NoRay = False,
-         ray_address: Annotated[str | None, typer.Option(
-             "--ray-address", envvar="RAY_ADDRESS",
-             help="Plan for this Ray cluster: the hardware its nodes offer, and how many "
-                  "(as matrix run --ray-address).")] = None,
+         ray_address: RayAddress = None,
          verbose: Annotated[bool, typer.Option(
              "--verbose", "-v", help="List every cell, to run and skipped.")] = False,
          form: Annotated[PlanForm, typer.Option(

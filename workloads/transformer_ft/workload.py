@@ -192,7 +192,7 @@ def _timed_epoch(ctx: Context, epoch: int, trainer: Trainer, data: Data, ranks: 
                 dist.barrier()  # the epoch ends with the slowest rank's step
     summary = meter.summary()
     train_s, timed = float(summary["train_s"]), int(summary["steps"])
-    real = _group_sum(sum(data.real_tokens[warmup:]), ranks, trainer.device)
+    real = _group_sum(sum(data.real_tokens[warmup:]), trainer.device)
     ctx.end_epoch(epoch, meter,
                   train_iters_per_s=timed / train_s,
                   train_samples_per_s=float(summary["items_per_s"]),
@@ -200,8 +200,9 @@ def _timed_epoch(ctx: Context, epoch: int, trainer: Trainer, data: Data, ranks: 
                   train_real_tokens_per_s=real / train_s)
 
 
-def _group_sum(count: int, ranks: int, device: torch.device) -> float:
-    if ranks == 1:
+def _group_sum(count: int, device: torch.device) -> float:
+    """`count` summed over the group's ranks (itself where there is no group: one rank)."""
+    if not dist.is_initialized():
         return float(count)
     total = torch.tensor([float(count)], dtype=torch.float64, device=device)
     dist.all_reduce(total)
@@ -246,4 +247,4 @@ def _untimed_epoch(trainer: Trainer, data: Data, warmup: int) -> None:
     for batch in data.batches:
         trainer.step(batch)
     dist.barrier()
-    _group_sum(sum(data.real_tokens[warmup:]), 2, trainer.device)
+    _group_sum(sum(data.real_tokens[warmup:]), trainer.device)
